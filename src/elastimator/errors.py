@@ -1,0 +1,43 @@
+"""Exception classes: one per failure area, all under `ElastimatorError`.
+
+Each class also derives from the built-in exception that tf.estimator raised
+for the same mistake (mostly `ValueError`), so code that caught those keeps
+working after the import line changes.
+"""
+
+from __future__ import annotations
+
+
+class ElastimatorError(Exception):
+    """Base class of every error elastimator raises on purpose."""
+
+
+class ConfigError(ElastimatorError, ValueError):
+    """A `RunConfig`, `TF_CONFIG` or spec argument is invalid."""
+
+
+class ModelFnError(ElastimatorError, ValueError):
+    """A `model_fn` has the wrong signature or returned something unusable."""
+
+
+class InputFnError(ElastimatorError, ValueError):
+    """An `input_fn` has the wrong signature or returned something unusable."""
+
+
+class CheckpointError(ElastimatorError, ValueError):
+    """A checkpoint is missing, unreadable, or does not match the model."""
+
+
+class ModelDirError(ElastimatorError, ValueError):
+    """The model directory cannot be used (e.g. it is a file)."""
+
+
+class NanLossError(ElastimatorError, RuntimeError):
+    """Training produced a NaN or infinite loss and was stopped.
+
+    The checkpoint written before the bad step is left untouched.
+    """
+
+
+class ExportError(ElastimatorError, ValueError):
+    """A SavedModel export was misconfigured or could not be written."""

@@ -1,0 +1,1 @@
+"""The engine: Estimator, EstimatorSpec, RunConfig and the verbs behind them."""

@@ -1,0 +1,165 @@
+"""Calling users' `input_fn` and `model_fn` with the arguments they accept."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import inspect
+from typing import Any, Callable
+
+import tensorflow as tf
+
+from elastimator.errors import InputFnError, ModelFnError
+from elastimator.estimator.mode_keys import ModeKeys
+from elastimator.estimator.spec import EstimatorSpec
+
+_MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config")
+_INPUT_FN_ARGS = ("mode", "params", "config", "input_context")
+
+
+def fn_args(fn: Callable) -> tuple[str, ...]:
+    """Names of the parameters `fn` takes, seeing through partials and bound methods."""
+    bound: set[str] = set()
+    while isinstance(fn, functools.partial):
+        bound.update(fn.keywords or {})
+        fn = fn.func
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return ()
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return tuple(n for n in _MODEL_FN_ARGS + _INPUT_FN_ARGS if n not in bound)
+    return tuple(
+        name for name, p in params.items()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and name not in bound
+    )
+
+
+def _describe(fn: Callable) -> str:
+    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def check_model_fn(model_fn: Callable, params: dict | None) -> tuple[str, ...]:
+    """Validates a model_fn's signature once, when the Estimator is built."""
+    if not callable(model_fn):
+        raise ModelFnError(f"model_fn must be callable; got {type(model_fn).__name__}.")
+    args = fn_args(model_fn)
+    if "features" not in args:
+        raise ModelFnError(
+            f"model_fn {_describe(model_fn)} must take a `features` argument; it takes {list(args)}. "
+            "Expected model_fn(features, labels, mode, params, config), any subset with features."
+        )
+    if params and "params" not in args:
+        raise ModelFnError(
+            f"Estimator was given params={params!r} but model_fn {_describe(model_fn)} takes no `params` "
+            "argument. Add `params` to model_fn or stop passing params."
+        )
+    return args
+
+
+@dataclasses.dataclass(frozen=True)
+class InputResult:
+    """What an input_fn produced, as tensors, plus what must run to start it."""
+
+    features: Any
+    labels: Any
+    hooks: tuple = ()
+
+
+class DatasetInitializerHook(tf.compat.v1.train.SessionRunHook):
+    """Starts a dataset iterator when the session is created."""
+
+    def __init__(self, iterator):
+        self._iterator = iterator
+
+    def begin(self):
+        self._initializer = self._iterator.initializer
+
+    def after_create_session(self, session, coord):
+        del coord
+        session.run(self._initializer)
+
+
+def call_input_fn(input_fn: Callable, mode: str, params: dict, config) -> InputResult:
+    """Calls `input_fn` in the current graph and turns its result into tensors.
+
+    Accepts a `tf.data.Dataset` of `(features, labels)` or of features, or a
+    `(features, labels)` tuple, or features alone.
+    """
+    if not callable(input_fn):
+        raise InputFnError(f"input_fn must be callable; got {type(input_fn).__name__}.")
+    args = fn_args(input_fn)
+    kwargs: dict[str, Any] = {}
+    if "mode" in args:
+        kwargs["mode"] = mode
+    if "params" in args:
+        kwargs["params"] = params
+    if "config" in args:
+        kwargs["config"] = config
+    with tf.compat.v1.device("/cpu:0"):
+        result = input_fn(**kwargs)
+    hooks: tuple = ()
+    if isinstance(result, tf.data.Dataset):
+        iterator = tf.compat.v1.data.make_initializable_iterator(result)
+        hooks = (DatasetInitializerHook(iterator),)
+        result = iterator.get_next()
+    features, labels = _split(result, input_fn)
+    return InputResult(features=features, labels=labels, hooks=hooks)
+
+
+def _split(result, input_fn) -> tuple[Any, Any]:
+    if isinstance(result, (tuple, list)):
+        if len(result) != 2:
+            raise InputFnError(
+                f"input_fn {_describe(input_fn)} returned a {len(result)}-tuple; expected (features, labels), "
+                "features alone, or a tf.data.Dataset of either. Put extra tensors inside the features dict."
+            )
+        return result[0], result[1]
+    if result is None:
+        raise InputFnError(
+            f"input_fn {_describe(input_fn)} returned None; expected a tf.data.Dataset, "
+            "(features, labels), or features."
+        )
+    return result, None
+
+
+def call_model_fn(
+    model_fn: Callable,
+    features: Any,
+    labels: Any,
+    mode: str,
+    params: dict | None,
+    config,
+) -> EstimatorSpec:
+    """Calls `model_fn` with the arguments it takes and checks it returned an EstimatorSpec."""
+    args = fn_args(model_fn)
+    kwargs: dict[str, Any] = {"features": features}
+    if "labels" in args:
+        kwargs["labels"] = labels
+    elif labels is not None and mode != ModeKeys.PREDICT:
+        raise ModelFnError(
+            f"model_fn {_describe(model_fn)} takes no `labels` argument, but input_fn returned labels. "
+            "Add `labels` to model_fn, or return features only from input_fn."
+        )
+    if "mode" in args:
+        kwargs["mode"] = mode
+    if "params" in args:
+        kwargs["params"] = copy.deepcopy(params) if params is not None else {}
+    if "config" in args:
+        kwargs["config"] = config
+    from elastimator.estimator import keras_traps  # imported here: it imports Keras only when needed
+
+    with keras_traps.explain_model_fn_errors(model_fn):
+        spec = model_fn(**kwargs)
+    if not isinstance(spec, EstimatorSpec):
+        raise ModelFnError(
+            f"model_fn {_describe(model_fn)} must return an EstimatorSpec; got {type(spec).__name__}: "
+            f"{spec!r:.200}. Return elastimator.EstimatorSpec(mode=mode, ...)."
+        )
+    if spec.mode != mode:
+        raise ModelFnError(
+            f"model_fn {_describe(model_fn)} was called with mode={mode!r} but returned an EstimatorSpec "
+            f"with mode={spec.mode!r}. Pass the `mode` argument through to EstimatorSpec."
+        )
+    return spec

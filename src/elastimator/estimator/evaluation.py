@@ -1,0 +1,113 @@
+"""`Estimator.evaluate`: metrics over an input, written to eval/ events."""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from elastimator.errors import ConfigError
+from elastimator.estimator import checkpoints, hooks as engine_hooks, model_graph
+from elastimator.estimator.mode_keys import ModeKeys
+from elastimator.estimator.training import make_scaffold
+
+logger = logging.getLogger("elastimator")
+LOSS_KEY = "loss"
+GLOBAL_STEP_KEY = "global_step"
+
+
+def eval_dir(model_dir: str, name: str | None) -> str:
+    """Where evaluation events go: eval/ or eval_<name>/."""
+    return os.path.join(model_dir, "eval" if not name else f"eval_{name}")
+
+
+def _metric_ops(spec) -> dict:
+    metrics = dict(spec.eval_metric_ops)
+    if LOSS_KEY not in metrics:
+        metrics[LOSS_KEY] = tf.compat.v1.metrics.mean(spec.loss, name="mean_loss")
+    return metrics
+
+
+def write_eval_summaries(output_dir: str, step: int, results: Mapping[str, object]) -> None:
+    """Writes each scalar result (and any serialized Summary) as an event at `step`."""
+    summary = tf.compat.v1.Summary()
+    for key, value in results.items():
+        if key == GLOBAL_STEP_KEY:
+            continue
+        if isinstance(value, bytes):
+            try:
+                summary.MergeFromString(value)
+                continue
+            except Exception:  # noqa: BLE001 - not a serialized Summary: a plain string metric
+                logger.info("Metric %r is a string, not a Summary; not written to events.", key)
+                continue
+        array = np.asarray(value)
+        if array.size == 1 and np.issubdtype(array.dtype, np.number) or array.dtype == bool:
+            summary.value.add(tag=key, simple_value=float(array.reshape(())))
+        else:
+            logger.info("Metric %r has shape %s; only scalars are written to events.", key, array.shape)
+    with tf.Graph().as_default():  # v1 FileWriters refuse eager mode
+        writer = tf.compat.v1.summary.FileWriterCache.get(output_dir)
+    writer.add_summary(summary, step)
+    writer.flush()
+
+
+def evaluate(
+    estimator,
+    input_fn: Callable,
+    steps: int | None = None,
+    hooks: Sequence | None = None,
+    checkpoint_path: str | None = None,
+    name: str | None = None,
+) -> dict:
+    """Evaluates the model on `input_fn` (until it ends, or for `steps` batches).
+
+    Returns:
+        A dict of metric name -> value, with "loss" and "global_step".
+    """
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0):
+        raise ConfigError(f"evaluate: steps must be a positive int or None; got {steps!r}.")
+    user_hooks = engine_hooks.check_hooks("hooks", hooks)
+    model_dir, config = estimator.model_dir, estimator.config
+    checkpoint = checkpoints.resolve(checkpoint_path, model_dir)
+    if checkpoint is None:
+        logger.warning("No checkpoint in %s: evaluating a freshly initialized model.", model_dir)
+    with tf.Graph().as_default():
+        built = model_graph.build(
+            model_fn=estimator.model_fn, params=estimator.params, config=config,
+            mode=ModeKeys.EVAL, input_fn=input_fn,
+        )
+        spec = built.spec
+        metrics = _metric_ops(spec)
+        update = tf.group(*(update for _, update in metrics.values()), name="eval_update")
+        values = {key: value for key, (value, _) in metrics.items()}
+        values[GLOBAL_STEP_KEY] = built.global_step
+        final = tf.compat.v1.train.FinalOpsHook(values)
+        all_hooks = list(built.input_hooks) + user_hooks + list(spec.evaluation_hooks) + [final]
+        if steps is not None:
+            all_hooks.append(engine_hooks.StopAfterStepsHook(steps))
+        creator = tf.compat.v1.train.ChiefSessionCreator(
+            scaffold=make_scaffold(spec, config), master=config.evaluation_master,
+            config=config.effective_session_config(), checkpoint_filename_with_path=checkpoint,
+        )
+        batches = 0
+        with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=all_hooks) as session:
+            while not session.should_stop():
+                session.run(update)
+                batches += 1
+        results = dict(final.final_ops_values)
+    results = {k: _plain(v) for k, v in results.items()}
+    logger.info("Evaluation of %s over %d batches: %s", checkpoint or "an initialized model", batches,
+                ", ".join(f"{k} = {v}" for k, v in sorted(results.items()) if not isinstance(v, bytes)))
+    write_eval_summaries(eval_dir(model_dir, name), int(results[GLOBAL_STEP_KEY]), results)
+    return results
+
+
+def _plain(value):
+    """numpy scalars -> Python numbers; arrays and bytes stay as they are."""
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

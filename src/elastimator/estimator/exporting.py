@@ -1,0 +1,133 @@
+"""`Estimator.export_saved_model`: a SavedModel for TF Serving and `tf.saved_model.load`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from typing import Callable, Mapping
+
+import tensorflow as tf
+
+from elastimator.errors import ExportError
+from elastimator.estimator import checkpoints, model_graph
+from elastimator.estimator.mode_keys import ModeKeys
+from elastimator.export.outputs import EvalOutput, TrainOutput
+from elastimator.export.receivers import ServingInputReceiver, SupervisedInputReceiver
+
+logger = logging.getLogger("elastimator")
+
+_TAGS = {
+    ModeKeys.PREDICT: [tf.compat.v1.saved_model.tag_constants.SERVING],
+    ModeKeys.TRAIN: [tf.compat.v1.saved_model.tag_constants.TRAINING],
+    ModeKeys.EVAL: ["eval"],
+}
+
+
+def _receiver(serving_input_receiver_fn: Callable, mode: str):
+    if not callable(serving_input_receiver_fn):
+        raise ExportError(
+            f"serving_input_receiver_fn must be callable; got {type(serving_input_receiver_fn).__name__}. "
+            "Use e.g. elastimator.export.build_raw_serving_input_receiver_fn(...)."
+        )
+    receiver = serving_input_receiver_fn()
+    expected = ServingInputReceiver if mode == ModeKeys.PREDICT else SupervisedInputReceiver
+    if not isinstance(receiver, expected):
+        raise ExportError(
+            f"serving_input_receiver_fn must return a {expected.__name__} for experimental_mode={mode!r}; "
+            f"got {type(receiver).__name__}."
+        )
+    return receiver
+
+
+def _signatures(spec, receiver, mode: str) -> dict:
+    if mode == ModeKeys.TRAIN:
+        return {"train": TrainOutput(spec.loss, spec.predictions).as_signature_def(receiver.receiver_tensors)}
+    if mode == ModeKeys.EVAL:
+        output = EvalOutput(spec.loss, spec.predictions, spec.eval_metric_ops)
+        return {"eval": output.as_signature_def(receiver.receiver_tensors)}
+    signatures = {key: out.as_signature_def(receiver.receiver_tensors) for key, out in spec.export_outputs.items()}
+    for alt_name, alt_tensors in receiver.receiver_tensors_alternatives.items():
+        for key, out in spec.export_outputs.items():
+            signatures[f"{key}:{alt_name}"] = out.as_signature_def(alt_tensors)
+    return signatures
+
+
+def _unique_export_dir(export_dir_base: str) -> str:
+    stamp = int(time.time())
+    while tf.io.gfile.exists(os.path.join(export_dir_base, str(stamp))):
+        stamp += 1
+    return os.path.join(export_dir_base, str(stamp))
+
+
+def _copy_assets_extra(assets_extra: Mapping[str, str], export_dir: str) -> None:
+    for dest, source in assets_extra.items():
+        if not tf.io.gfile.exists(source):
+            raise ExportError(f"assets_extra[{dest!r}] = {source!r} does not exist; expected a file to copy.")
+        target = os.path.join(export_dir, "assets.extra", dest)
+        tf.io.gfile.makedirs(os.path.dirname(target))
+        tf.io.gfile.copy(source, target, overwrite=True)
+
+
+def export_saved_model(
+    estimator,
+    export_dir_base: str,
+    serving_input_receiver_fn: Callable,
+    assets_extra: Mapping[str, str] | None = None,
+    as_text: bool = False,
+    checkpoint_path: str | None = None,
+    experimental_mode: str = ModeKeys.PREDICT,
+) -> bytes:
+    """Writes a SavedModel to `export_dir_base/<timestamp>/` and returns that path (bytes).
+
+    The model is rebuilt in `experimental_mode` (PREDICT by default) over the
+    serving receiver's tensors, its variables are restored from the newest (or
+    the given) checkpoint, and the result is written to a temporary directory
+    that is renamed into place, so a reader never sees half an export.
+    """
+    if experimental_mode not in _TAGS:
+        raise ExportError(f"experimental_mode must be one of {list(_TAGS)}; got {experimental_mode!r}.")
+    model_dir, config = estimator.model_dir, estimator.config
+    checkpoint = checkpoints.resolve(checkpoint_path, model_dir)
+    if checkpoint is None:
+        raise ExportError(
+            f"No checkpoint in model_dir {model_dir!r} to export. Train the estimator first, or pass "
+            "checkpoint_path."
+        )
+    export_dir = _unique_export_dir(export_dir_base)
+    temp_dir = os.path.join(export_dir_base, f"temp-{os.path.basename(export_dir)}")
+    with tf.Graph().as_default() as graph:
+        receiver = _receiver(serving_input_receiver_fn, experimental_mode)
+        built = model_graph.build(
+            model_fn=estimator.model_fn, params=estimator.params, config=config, mode=experimental_mode,
+            features=receiver.features, labels=receiver.labels, place_on_cluster=False,
+        )
+        signatures = _signatures(built.spec, receiver, experimental_mode)
+        saver = checkpoints.make_saver(config)
+        saver.build()
+        local_init = tf.group(tf.compat.v1.local_variables_initializer(), tf.compat.v1.tables_initializer())
+        with tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(allow_soft_placement=True)) as session:
+            saver.restore(session, checkpoint)
+            if tf.io.gfile.exists(temp_dir):
+                tf.io.gfile.rmtree(temp_dir)
+            builder = tf.compat.v1.saved_model.Builder(temp_dir)
+            builder.add_meta_graph_and_variables(
+                session,
+                _TAGS[experimental_mode],
+                signature_def_map=signatures,
+                assets_collection=graph.get_collection(tf.compat.v1.GraphKeys.ASSET_FILEPATHS),
+                main_op=local_init,
+                strip_default_attrs=True,
+                clear_devices=True,
+            )
+            builder.save(as_text=as_text)
+    try:
+        if assets_extra:
+            _copy_assets_extra(assets_extra, temp_dir)
+        tf.io.gfile.rename(temp_dir, export_dir)
+    except BaseException:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        raise
+    logger.info("Exported %s (from %s) to %s", experimental_mode, checkpoint, export_dir)
+    return export_dir.encode()

@@ -1,0 +1,139 @@
+"""Keras 3 layers inside a graph-mode `model_fn`: the three traps, handled.
+
+Keras 3 layers build fine in a `tf.Graph`, but:
+
+1. `Dropout(...)(x, training=<bool tensor>)` raises deep inside Keras. We
+   re-raise with the fix: `mode` is a Python string, so
+   `training=(mode == ModeKeys.TRAIN)` is a Python bool and works.
+2. `BatchNormalization` creates its moving-statistics assigns, but nothing runs
+   them (Keras 3 has no UPDATE_OPS). We attach every such dangling update of a
+   non-trainable variable that is computed from the input batch to the
+   train_op, the way `tf.compat.v1.layers` users attached UPDATE_OPS by hand.
+3. Weight regularizers are not added to the REGULARIZATION_LOSSES collection,
+   so `tf.compat.v1.losses.get_regularization_loss()` silently returns 0. The
+   engine cannot change a train_op already built from the loss, so when a
+   regularized Keras 3 weight's penalty is missing from the loss it stops with
+   a message naming the weights and the fix (`loss += tf.add_n(model.losses)`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import sys
+from typing import Callable, Iterator
+
+import tensorflow as tf
+
+from elastimator.errors import ModelFnError
+from elastimator.estimator import state_updates
+from elastimator.estimator.spec import EstimatorSpec
+
+logger = logging.getLogger("elastimator")
+
+# Ops a built-in Keras regularizer (L1, L2, L1L2) applies to the weight first.
+_PENALTY_OP_TYPES = frozenset({"Square", "Abs", "L2Loss"})
+_PASS_THROUGH = frozenset({"ReadVariableOp", "Identity", "Cast"})
+
+
+@contextlib.contextmanager
+def explain_model_fn_errors(model_fn: Callable) -> Iterator[None]:
+    """Turns Keras-in-graph failures raised by `model_fn` into actionable errors."""
+    name = getattr(model_fn, "__qualname__", repr(model_fn))
+    try:
+        yield
+    except tf.errors.OperatorNotAllowedInGraphError as e:
+        raise ModelFnError(
+            f"model_fn {name} used a symbolic tensor as a Python bool. With Keras 3 layers this happens "
+            "when `training=` is a tensor (e.g. Dropout(...)(x, training=tf.equal(...))). In a model_fn, "
+            "`mode` is a Python string, so pass training=(mode == ModeKeys.TRAIN). Original error: "
+            f"{str(e).splitlines()[0]}"
+        ) from e
+    except AttributeError as e:
+        if "not available with Keras 3" not in str(e):
+            raise
+        raise ModelFnError(
+            f"model_fn {name} uses a TF1 Keras API (tf.compat.v1.layers or tf.compat.v1.keras) that TensorFlow "
+            "routes to Keras 3, which lacks it. Import elastimator before anything touches tf.keras (it "
+            "selects tf-keras for these APIs), or set TF_USE_LEGACY_KERAS=1 before importing TensorFlow. "
+            f"Original error: {e}"
+        ) from e
+
+
+def attach_dangling_updates(
+    spec: EstimatorSpec, graph: tf.Graph, model_fn_start: int, input_ops: set[tf.Operation]
+) -> EstimatorSpec:
+    """Adds never-run updates of non-trainable state (Keras 3 BatchNorm) to the train_op."""
+    will_run = state_updates.ancestors([spec.train_op, spec.loss])
+    trainable = {v.op for v in graph.get_collection(tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)}
+    every_var = {v.op for v in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)}
+    updates = [
+        op for op in state_updates.dangling_updates(graph, model_fn_start, will_run, every_var - trainable)
+        if state_updates.depends_on(op, input_ops)
+    ]
+    if not updates:
+        return spec
+    logger.info(
+        "Running %d state update(s) that nothing else runs (e.g. Keras 3 BatchNormalization moving "
+        "statistics) with each train step: %s", len(updates), ", ".join(op.name for op in updates[:8]),
+    )
+    with graph.as_default():
+        train_op = tf.group(spec.train_op, *updates, name="train_op_with_state_updates")
+    return spec.replace(train_op=train_op)
+
+
+def _keras3_regularized(graph: tf.Graph) -> list:
+    """Keras 3 variables of `graph` that carry a weight regularizer."""
+    keras = sys.modules.get("keras")
+    if keras is None or not getattr(keras, "__version__", "").startswith("3."):
+        return []
+    tf_vars = graph.get_collection(tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)
+    if not tf_vars:
+        return []
+    owners = gc.get_referrers(*tf_vars)
+    return [
+        o for o in owners
+        if isinstance(o, keras.Variable) and getattr(o, "regularizer", None) is not None
+        and getattr(o, "_value", None) is not None and o._value.graph is graph  # pylint: disable=protected-access
+    ]
+
+
+def _builtin_regularizer(regularizer) -> bool:
+    module = type(regularizer).__module__
+    return module.startswith("keras.") and type(regularizer).__name__ in ("L1", "L2", "L1L2")
+
+
+def _penalized(variable_op: tf.Operation, loss_ancestors: set[tf.Operation]) -> bool:
+    """Whether some penalty op (square/abs of the weight) feeds the loss."""
+    frontier = [variable_op]
+    seen = set()
+    while frontier:
+        op = frontier.pop()
+        for out in op.outputs:
+            for consumer in out.consumers():
+                if consumer in seen or consumer not in loss_ancestors:
+                    continue
+                seen.add(consumer)
+                if consumer.type in _PENALTY_OP_TYPES:
+                    return True
+                if consumer.type in _PASS_THROUGH:
+                    frontier.append(consumer)
+    return False
+
+
+def check_regularization(spec: EstimatorSpec, graph: tf.Graph) -> None:
+    """Raises if a Keras 3 weight's regularization penalty is missing from the loss."""
+    regularized = [v for v in _keras3_regularized(graph) if _builtin_regularizer(v.regularizer)]
+    if not regularized:
+        return
+    loss_ancestors = state_updates.ancestors([spec.loss])
+    missing = [v for v in regularized if not _penalized(v._value.op, loss_ancestors)]  # pylint: disable=protected-access
+    if missing:
+        names = ", ".join(v.path for v in missing[:8])
+        raise ModelFnError(
+            f"Keras 3 weights with regularizers ({names}) have no penalty in the TRAIN loss. Keras 3 does "
+            "not add regularization to tf.compat.v1's REGULARIZATION_LOSSES collection, so "
+            "tf.compat.v1.losses.get_regularization_loss() does not include it. Add the layers' own "
+            "losses instead: loss = data_loss + tf.add_n(model.losses) (or layer.losses)."
+        )

@@ -1,0 +1,68 @@
+"""Building the graph for one mode: input_fn, then model_fn, then checks."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Any, Callable
+
+import tensorflow as tf
+
+from elastimator.estimator import calls, keras_traps, state_updates
+from elastimator.estimator.mode_keys import ModeKeys
+from elastimator.estimator.run_config import RunConfig
+from elastimator.estimator.spec import EstimatorSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelGraph:
+    """The current graph's model for one mode, ready for a session."""
+
+    spec: EstimatorSpec
+    global_step: tf.Variable
+    features: Any
+    labels: Any
+    input_hooks: tuple = ()
+
+
+def build(
+    *,
+    model_fn: Callable,
+    params: dict | None,
+    config: RunConfig,
+    mode: str,
+    input_fn: Callable | None = None,
+    features: Any = None,
+    labels: Any = None,
+    place_on_cluster: bool = True,
+) -> ModelGraph:
+    """Builds the model into the default graph.
+
+    Either `input_fn` is called (training, evaluation, prediction) or the
+    given `features`/`labels` are used (export, where a serving receiver made
+    them). `place_on_cluster=False` ignores the cluster's device placement
+    (export runs in a local session).
+    """
+    graph = tf.compat.v1.get_default_graph()
+    if config.tf_random_seed is not None:
+        tf.compat.v1.set_random_seed(config.tf_random_seed)
+    device_fn = config.effective_device_fn() if place_on_cluster else None
+    on_devices = lambda: tf.compat.v1.device(device_fn) if device_fn else contextlib.nullcontext()  # noqa: E731
+    with on_devices():
+        global_step = tf.compat.v1.train.get_or_create_global_step()
+    input_hooks: tuple = ()
+    input_start = state_updates.last_op_id(graph)
+    if input_fn is not None:
+        result = calls.call_input_fn(input_fn, mode, params or {}, config)
+        features, labels, input_hooks = result.features, result.labels, result.hooks
+    model_start = state_updates.last_op_id(graph)
+    with on_devices():
+        spec = calls.call_model_fn(model_fn, features, labels, mode, params, config)
+    if mode == ModeKeys.TRAIN:
+        input_ops = {op for op in graph.get_operations() if input_start < op._id <= model_start}  # pylint: disable=protected-access
+        if not input_ops:  # features built by a receiver: everything before model_fn is input
+            input_ops = {op for op in graph.get_operations() if op._id <= model_start}  # pylint: disable=protected-access
+        spec = keras_traps.attach_dangling_updates(spec, graph, model_start, input_ops)
+        keras_traps.check_regularization(spec, graph)
+        tf.compat.v1.summary.scalar("loss", spec.loss)
+    return ModelGraph(spec=spec, global_step=global_step, features=features, labels=labels, input_hooks=input_hooks)

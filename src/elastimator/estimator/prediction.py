@@ -1,0 +1,82 @@
+"""`Estimator.predict`: a generator of predictions."""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Iterator, Sequence
+
+import tensorflow as tf
+
+from elastimator.errors import ModelFnError
+from elastimator.estimator import checkpoints, hooks as engine_hooks, model_graph
+from elastimator.estimator.mode_keys import ModeKeys
+from elastimator.estimator.training import make_scaffold
+
+logger = logging.getLogger("elastimator")
+
+
+def _select(predictions, predict_keys):
+    if predict_keys is None:
+        return predictions
+    keys = [predict_keys] if isinstance(predict_keys, str) else list(predict_keys)
+    if not isinstance(predictions, dict):
+        raise ModelFnError(
+            f"predict_keys={keys} was given, but model_fn returned a single predictions tensor, not a dict. "
+            "Return predictions as a dict, or leave predict_keys unset."
+        )
+    unknown = [k for k in keys if k not in predictions]
+    if unknown:
+        raise ModelFnError(
+            f"predict_keys {unknown} are not among the model's predictions {sorted(predictions)}. "
+            "Pass some of those keys, or None for all."
+        )
+    return {k: predictions[k] for k in keys}
+
+
+def _batch_size(predictions) -> int:
+    tensors = predictions if isinstance(predictions, dict) else {"predictions": predictions}
+    sizes = {k: v.shape[0] for k, v in tensors.items()}
+    if len(set(sizes.values())) > 1:
+        raise ModelFnError(
+            f"yield_single_examples=True needs every prediction to share its first (batch) dimension; got "
+            f"{sizes}. Use yield_single_examples=False to get whole batches."
+        )
+    return next(iter(sizes.values()))
+
+
+def predict(
+    estimator,
+    input_fn: Callable,
+    predict_keys: str | Sequence[str] | None = None,
+    hooks: Sequence | None = None,
+    checkpoint_path: str | None = None,
+    yield_single_examples: bool = True,
+) -> Iterator:
+    """Yields predictions for every example (or batch) `input_fn` produces."""
+    user_hooks = engine_hooks.check_hooks("hooks", hooks)
+    model_dir, config = estimator.model_dir, estimator.config
+    checkpoint = checkpoints.resolve(checkpoint_path, model_dir)
+    if checkpoint is None:
+        logger.warning("No checkpoint in %s: predicting with a freshly initialized model.", model_dir)
+    with tf.Graph().as_default():
+        built = model_graph.build(
+            model_fn=estimator.model_fn, params=estimator.params, config=config,
+            mode=ModeKeys.PREDICT, input_fn=input_fn,
+        )
+        predictions = _select(built.spec.predictions, predict_keys)
+        creator = tf.compat.v1.train.ChiefSessionCreator(
+            scaffold=make_scaffold(built.spec, config), master=config.master,
+            config=config.effective_session_config(), checkpoint_filename_with_path=checkpoint,
+        )
+        all_hooks = list(built.input_hooks) + user_hooks + list(built.spec.prediction_hooks)
+        with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=all_hooks) as session:
+            while not session.should_stop():
+                batch = session.run(predictions)
+                if not yield_single_examples:
+                    yield batch
+                    continue
+                for i in range(_batch_size(batch)):
+                    if isinstance(batch, dict):
+                        yield {key: value[i] for key, value in batch.items()}
+                    else:
+                        yield batch[i]

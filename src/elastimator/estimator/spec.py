@@ -1,0 +1,240 @@
+"""`EstimatorSpec`: what a `model_fn` returns, checked for its mode."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+import tensorflow as tf
+
+from elastimator.errors import ModelFnError
+from elastimator.estimator import state_updates
+from elastimator.estimator.mode_keys import ModeKeys
+from elastimator.export.outputs import ExportOutput, PredictOutput
+
+DEFAULT_SERVING_KEY = tf.compat.v1.saved_model.signature_constants.DEFAULT_SERVING_SIGNATURE_DEF_KEY
+_TENSOR_TYPES = (tf.Tensor, tf.SparseTensor, tf.RaggedTensor)
+
+
+@dataclasses.dataclass(frozen=True)
+class EstimatorSpec:
+    """The ops and objects a `model_fn` returns, validated for its mode.
+
+    * TRAIN needs `loss` and `train_op`.
+    * EVAL needs `loss`; `eval_metric_ops` adds metrics.
+    * PREDICT needs `predictions`; `export_outputs` names the serving signatures
+      (a `PredictOutput` of the predictions under "serving_default" when omitted).
+
+    Every tensor must belong to the graph the Estimator is building.
+
+    Example:
+        >>> def model_fn(features, labels, mode):
+        ...     logits = tf.compat.v1.layers.dense(features["x"], 1)
+        ...     if mode == ModeKeys.PREDICT:
+        ...         return EstimatorSpec(mode, predictions={"logits": logits})
+        ...     loss = tf.compat.v1.losses.mean_squared_error(labels, logits)
+        ...     train_op = tf.compat.v1.train.AdamOptimizer().minimize(
+        ...         loss, tf.compat.v1.train.get_global_step())
+        ...     return EstimatorSpec(mode, loss=loss, train_op=train_op)
+    """
+
+    mode: str
+    predictions: Any = None
+    loss: Any = None
+    train_op: Any = None
+    eval_metric_ops: Mapping[str, Any] | None = None
+    export_outputs: Mapping[str, ExportOutput] | None = None
+    training_chief_hooks: tuple = ()
+    training_hooks: tuple = ()
+    scaffold: tf.compat.v1.train.Scaffold | None = None
+    evaluation_hooks: tuple = ()
+    prediction_hooks: tuple = ()
+
+    def __post_init__(self) -> None:
+        if self.mode not in ModeKeys.ALL:
+            raise ModelFnError(f"EstimatorSpec: mode must be one of {list(ModeKeys.ALL)}; got {self.mode!r}.")
+        graph = tf.compat.v1.get_default_graph()
+        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
+        set_("predictions", _check_predictions(self.predictions, self.mode, graph))
+        set_("loss", _check_loss(self.loss, self.mode, graph))
+        set_("train_op", _check_train_op(self.train_op, self.mode, graph))
+        set_("eval_metric_ops", _check_metrics(self.eval_metric_ops, graph))
+        set_("export_outputs", _check_export_outputs(self.export_outputs, self.mode, self.predictions))
+        for name in ("training_chief_hooks", "training_hooks", "evaluation_hooks", "prediction_hooks"):
+            set_(name, _check_hooks(name, getattr(self, name)))
+        if self.scaffold is not None and not isinstance(self.scaffold, tf.compat.v1.train.Scaffold):
+            raise ModelFnError(
+                f"EstimatorSpec: scaffold must be a tf.compat.v1.train.Scaffold; got {type(self.scaffold).__name__}."
+            )
+
+    def replace(self, **changes: Any) -> "EstimatorSpec":
+        """Returns a validated copy with `changes` applied."""
+        return dataclasses.replace(self, **changes)
+
+    # tf.estimator's EstimatorSpec was a namedtuple; keep its spelling working.
+    _replace = replace
+
+
+def _check_in_graph(name: str, tensor, graph: tf.Graph) -> None:
+    if getattr(tensor, "graph", graph) is not graph:
+        raise ModelFnError(
+            f"EstimatorSpec: {name} must be built in the graph the Estimator passed to model_fn, but it "
+            f"belongs to another graph ({tensor!r}). Create every tensor inside model_fn, not at module level."
+        )
+
+
+def _check_predictions(predictions, mode: str, graph: tf.Graph):
+    if predictions is None:
+        if mode == ModeKeys.PREDICT:
+            raise ModelFnError(
+                "EstimatorSpec: predictions are required in PREDICT mode; got None. "
+                "Return EstimatorSpec(mode, predictions={'name': tensor})."
+            )
+        return None
+    items = predictions.items() if isinstance(predictions, Mapping) else [("predictions", predictions)]
+    for key, value in items:
+        if not isinstance(value, _TENSOR_TYPES):
+            raise ModelFnError(
+                f"EstimatorSpec: predictions must be a tensor or a dict of tensors; "
+                f"predictions[{key!r}] is {type(value).__name__}."
+            )
+        _check_in_graph(f"predictions[{key!r}]", value, graph)
+    return dict(predictions) if isinstance(predictions, Mapping) else predictions
+
+
+def _check_loss(loss, mode: str, graph: tf.Graph):
+    if loss is None:
+        if mode in (ModeKeys.TRAIN, ModeKeys.EVAL):
+            raise ModelFnError(
+                f"EstimatorSpec: loss is required in {mode.upper()} mode; got None. "
+                "Return EstimatorSpec(mode, loss=<scalar tensor>, ...)."
+            )
+        return None
+    if not isinstance(loss, tf.Tensor):
+        raise ModelFnError(f"EstimatorSpec: loss must be a scalar tensor; got {type(loss).__name__}: {loss!r}.")
+    _check_in_graph("loss", loss, graph)
+    if loss.shape.rank is not None and loss.shape.num_elements() not in (None, 1):
+        raise ModelFnError(
+            f"EstimatorSpec: loss must be a scalar (or shape [1]); got shape {loss.shape}. "
+            "Reduce it, e.g. tf.reduce_mean(per_example_loss)."
+        )
+    if loss.shape.rank not in (None, 0):
+        loss = tf.reshape(loss, [])
+    return loss
+
+
+def _check_train_op(train_op, mode: str, graph: tf.Graph):
+    if train_op is None:
+        if mode == ModeKeys.TRAIN:
+            raise ModelFnError(
+                "EstimatorSpec: train_op is required in TRAIN mode; got None. "
+                "Use optimizer.minimize(loss, global_step=tf.compat.v1.train.get_global_step())."
+            )
+        return None
+    if isinstance(train_op, tf.Tensor):
+        train_op = train_op.op
+    if not isinstance(train_op, tf.Operation):
+        raise ModelFnError(f"EstimatorSpec: train_op must be an Operation or Tensor; got {type(train_op).__name__}.")
+    _check_in_graph("train_op", train_op, graph)
+    return train_op
+
+
+def _is_keras_metric(value) -> bool:
+    return all(callable(getattr(value, a, None)) for a in ("result", "update_state", "reset_state"))
+
+
+def _tf_variable(variable):
+    """The tf.Variable behind a Keras 3 variable (Keras 2 variables are tf.Variables)."""
+    return getattr(variable, "_value", None) or variable
+
+
+def _keras_metric_ops(name: str, metric, graph: tf.Graph):
+    """(value, update_op) for a Keras metric object updated inside model_fn.
+
+    Its variables move to the local-variables collection: like tf.compat.v1
+    metrics they are reset per evaluation, never read from a checkpoint.
+    """
+    variables = [_tf_variable(v) for v in metric.variables]
+    handles = {v.op for v in variables}
+    updates = [
+        op for op in graph.get_operations()
+        if op.type in state_updates._ASSIGN_TYPES  # pylint: disable=protected-access
+        and state_updates.target_variable_op(op) in handles
+        and not op.name.endswith("/Assign")
+    ]
+    if not updates:
+        raise ModelFnError(
+            f"EstimatorSpec: Keras metric eval_metric_ops[{name!r}] was never updated in this graph. "
+            f"Call metric.update_state(labels, predictions) inside model_fn before returning it."
+        )
+    global_vars = graph.get_collection_ref(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
+    for variable in variables:
+        if variable in global_vars:
+            global_vars.remove(variable)
+        for key in (tf.compat.v1.GraphKeys.LOCAL_VARIABLES, tf.compat.v1.GraphKeys.METRIC_VARIABLES):
+            if variable not in graph.get_collection(key):
+                graph.add_to_collection(key, variable)
+    return metric.result(), tf.group(*updates, name=f"{name.replace('/', '_')}_update")
+
+
+def _check_metrics(metrics, graph: tf.Graph):
+    if metrics is None:
+        return {}
+    if not isinstance(metrics, Mapping):
+        raise ModelFnError(f"EstimatorSpec: eval_metric_ops must be a dict; got {type(metrics).__name__}.")
+    checked = {}
+    for name, value in metrics.items():
+        if _is_keras_metric(value):
+            value = _keras_metric_ops(name, value, graph)
+        if not (isinstance(value, (tuple, list)) and len(value) == 2):
+            raise ModelFnError(
+                f"EstimatorSpec: eval_metric_ops[{name!r}] must be a (value_tensor, update_op) pair as "
+                f"tf.compat.v1.metrics.* return, or a Keras metric object; got {value!r}."
+            )
+        metric_value, update = value
+        if not isinstance(metric_value, tf.Tensor) or not isinstance(update, (tf.Tensor, tf.Operation)):
+            raise ModelFnError(
+                f"EstimatorSpec: eval_metric_ops[{name!r}] must hold (Tensor, Tensor or Operation); "
+                f"got ({type(metric_value).__name__}, {type(update).__name__})."
+            )
+        _check_in_graph(f"eval_metric_ops[{name!r}]", metric_value, graph)
+        _check_in_graph(f"eval_metric_ops[{name!r}] update", update, graph)
+        checked[name] = (metric_value, update)
+    return checked
+
+
+def _check_export_outputs(export_outputs, mode: str, predictions):
+    if mode != ModeKeys.PREDICT:
+        return export_outputs
+    if not export_outputs:
+        return {DEFAULT_SERVING_KEY: PredictOutput(predictions)}
+    if not isinstance(export_outputs, Mapping):
+        raise ModelFnError(
+            f"EstimatorSpec: export_outputs must be a dict of name -> ExportOutput; got {type(export_outputs).__name__}."
+        )
+    for key, value in export_outputs.items():
+        if not isinstance(value, ExportOutput):
+            raise ModelFnError(
+                f"EstimatorSpec: export_outputs[{key!r}] must be a PredictOutput, ClassificationOutput or "
+                f"RegressionOutput; got {type(value).__name__}."
+            )
+    outputs = dict(export_outputs)
+    if DEFAULT_SERVING_KEY not in outputs:
+        if len(outputs) > 1:
+            raise ModelFnError(
+                f"EstimatorSpec: export_outputs has {sorted(outputs)} but no {DEFAULT_SERVING_KEY!r}; with more "
+                f"than one output, name the default one {DEFAULT_SERVING_KEY!r}."
+            )
+        outputs[DEFAULT_SERVING_KEY] = next(iter(outputs.values()))
+    return outputs
+
+
+def _check_hooks(name: str, hooks) -> tuple:
+    hooks = tuple(hooks or ())
+    for hook in hooks:
+        if not isinstance(hook, tf.compat.v1.train.SessionRunHook):
+            raise ModelFnError(
+                f"EstimatorSpec: {name} must be tf.compat.v1.train.SessionRunHook instances; "
+                f"got {type(hook).__name__}."
+            )
+    return hooks

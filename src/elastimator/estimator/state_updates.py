@@ -1,0 +1,91 @@
+"""Finding variable updates in a graph that nothing would ever run.
+
+Keras 3 layers and metrics work inside a graph-mode `model_fn`, but their state
+updates (BatchNormalization moving statistics, `Metric.update_state`) are
+plain assign ops that no fetch depends on: a session never runs them, and the
+model trains or evaluates silently wrong. This module finds such "dangling"
+updates so the engine can attach them where they belong.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import tensorflow as tf
+
+_ASSIGN_TYPES = frozenset({
+    "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
+    "Assign", "AssignAdd", "AssignSub",
+})
+_HANDLE_TYPES = frozenset({"VarHandleOp", "VariableV2", "Variable"})
+
+
+def ancestors(roots: Iterable[tf.Operation | tf.Tensor]) -> set[tf.Operation]:
+    """Every op that `roots` depend on, through data and control edges."""
+    stack = [r.op if isinstance(r, tf.Tensor) else r for r in roots if r is not None]
+    seen: set[tf.Operation] = set()
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        stack.extend(t.op for t in op.inputs)
+        stack.extend(op.control_inputs)
+    return seen
+
+
+def target_variable_op(assign: tf.Operation) -> tf.Operation | None:
+    """The variable-creating op an assign writes to (through Identity ops)."""
+    op = assign.inputs[0].op
+    while op.type == "Identity" and op.inputs:
+        op = op.inputs[0].op
+    return op if op.type in _HANDLE_TYPES else None
+
+
+def _is_unused(op: tf.Operation) -> bool:
+    if op._control_outputs:  # pylint: disable=protected-access
+        return False
+    return not any(t.consumers() for t in op.outputs)
+
+
+def dangling_updates(
+    graph: tf.Graph,
+    created_after: int,
+    reachable: set[tf.Operation],
+    variable_ops: set[tf.Operation] | None = None,
+) -> list[tf.Operation]:
+    """Assign ops created after op id `created_after` that nothing will run.
+
+    Args:
+        graph: The graph to search.
+        created_after: Only ops with a larger `_id` (created later) are considered.
+        reachable: Ops that will run anyway (ancestors of the fetches).
+        variable_ops: If given, only updates of these variables count.
+
+    Returns:
+        The unused, unreachable assign ops, in creation order.
+    """
+    found = []
+    for op in graph.get_operations():
+        if op._id <= created_after or op.type not in _ASSIGN_TYPES:  # pylint: disable=protected-access
+            continue
+        if op in reachable or not _is_unused(op):
+            continue
+        target = target_variable_op(op)
+        if target is None or (variable_ops is not None and target not in variable_ops):
+            continue
+        # Initializers are assigns too, but they are run by the session's init op.
+        if op.name == f"{target.name}/Assign":
+            continue
+        found.append(op)
+    return found
+
+
+def depends_on(op: tf.Operation, sources: set[tf.Operation]) -> bool:
+    """Whether `op` is computed from any op in `sources`."""
+    return bool(ancestors([op]) & sources)
+
+
+def last_op_id(graph: tf.Graph) -> int:
+    """The id of the newest op, to mark "everything created from here on"."""
+    return graph.version

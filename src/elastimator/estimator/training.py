@@ -1,0 +1,126 @@
+"""`Estimator.train`: the training loop in a monitored session."""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Sequence
+
+import tensorflow as tf
+
+from elastimator.errors import ConfigError
+from elastimator.estimator import checkpoints, hooks as engine_hooks, model_graph
+from elastimator.estimator.mode_keys import ModeKeys
+
+logger = logging.getLogger("elastimator")
+
+
+def _check_steps(steps, max_steps) -> None:
+    if steps is not None and max_steps is not None:
+        raise ConfigError(f"train: pass steps or max_steps, not both; got steps={steps}, max_steps={max_steps}.")
+    for name, value in (("steps", steps), ("max_steps", max_steps)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+            raise ConfigError(f"train: {name} must be a positive int or None; got {value!r}.")
+
+
+def make_scaffold(spec, config) -> tf.compat.v1.train.Scaffold:
+    """The user's scaffold with elastimator's saver filled in when it has none."""
+    user = spec.scaffold
+    if user is not None and user.saver is not None:
+        return user
+    return tf.compat.v1.train.Scaffold(saver=checkpoints.make_saver(config), copy_from_scaffold=user)
+
+
+def session_creator(scaffold, config, model_dir: str):
+    """Chief (or single) processes initialize or restore; workers wait for the chief."""
+    session_config = config.effective_session_config()
+    if config.is_chief:
+        return tf.compat.v1.train.ChiefSessionCreator(
+            scaffold=scaffold, master=config.master, config=session_config, checkpoint_dir=model_dir
+        )
+    return tf.compat.v1.train.WorkerSessionCreator(
+        scaffold=scaffold, master=config.master, config=session_config,
+        max_wait_secs=config.session_creation_timeout_secs,
+    )
+
+
+def _default_hooks(graph: model_graph.ModelGraph, scaffold, config, model_dir, saving_listeners) -> list:
+    spec, step = graph.spec, graph.global_step
+    # Order matters: the NaN check runs before the checkpoint saver in each after_run.
+    hooks: list = [engine_hooks.NanLossHook(spec.loss, step, model_dir)]
+    if config.log_step_count_steps:
+        hooks.append(engine_hooks.ProgressLogHook(spec.loss, step, config.log_step_count_steps))
+    if not config.is_chief:
+        return hooks
+    if config.log_step_count_steps:
+        hooks.append(tf.compat.v1.train.StepCounterHook(
+            every_n_steps=config.log_step_count_steps, output_dir=model_dir))
+    if config.save_summary_steps:
+        hooks.append(tf.compat.v1.train.SummarySaverHook(
+            save_steps=config.save_summary_steps, output_dir=model_dir, scaffold=scaffold))
+    if config.save_checkpoints_steps or config.save_checkpoints_secs:
+        hooks.append(tf.compat.v1.train.CheckpointSaverHook(
+            model_dir,
+            save_secs=config.save_checkpoints_secs,
+            save_steps=config.save_checkpoints_steps,
+            scaffold=scaffold,
+            listeners=list(saving_listeners),
+            save_graph_def=config.checkpoint_save_graph_def,
+        ))
+    elif saving_listeners:
+        raise ConfigError(
+            "train: saving_listeners need checkpoints, but RunConfig has save_checkpoints_steps and "
+            "save_checkpoints_secs both None. Set one of them."
+        )
+    return hooks
+
+
+def train(
+    estimator,
+    input_fn: Callable,
+    hooks: Sequence | None = None,
+    steps: int | None = None,
+    max_steps: int | None = None,
+    saving_listeners: Sequence | None = None,
+) -> float | None:
+    """Trains until input ends, `steps` more steps, or global step `max_steps`.
+
+    Returns:
+        The loss of the last step run, or None when no step ran.
+    """
+    _check_steps(steps, max_steps)
+    user_hooks = engine_hooks.check_hooks("hooks", hooks)
+    listeners = list(saving_listeners or [])
+    for listener in listeners:
+        if not isinstance(listener, tf.compat.v1.train.CheckpointSaverListener):
+            raise TypeError(
+                f"saving_listeners must be tf.compat.v1.train.CheckpointSaverListener instances; "
+                f"got {type(listener).__name__}."
+            )
+    model_dir, config = estimator.model_dir, estimator.config
+    latest = checkpoints.latest_checkpoint(model_dir)
+    if max_steps is not None and checkpoints.global_step_of(latest) >= max_steps:
+        logger.info("Skipping training: global step %d of %s has reached max_steps=%d.",
+                    checkpoints.global_step_of(latest), latest, max_steps)
+        return None
+    with tf.Graph().as_default():
+        built = model_graph.build(
+            model_fn=estimator.model_fn, params=estimator.params, config=config,
+            mode=ModeKeys.TRAIN, input_fn=input_fn,
+        )
+        spec = built.spec
+        if latest is None and estimator.warm_start_settings is not None:
+            estimator.warm_start_settings.apply()
+        scaffold = make_scaffold(spec, config)
+        all_hooks = list(built.input_hooks) + _default_hooks(built, scaffold, config, model_dir, listeners)
+        if steps is not None or max_steps is not None:
+            all_hooks.append(tf.compat.v1.train.StopAtStepHook(num_steps=steps, last_step=max_steps))
+        all_hooks += user_hooks + list(spec.training_hooks)
+        if config.is_chief:
+            all_hooks += list(spec.training_chief_hooks)
+        loss = None
+        with tf.compat.v1.train.MonitoredSession(
+            session_creator=session_creator(scaffold, config, model_dir), hooks=all_hooks,
+        ) as session:
+            while not session.should_stop():
+                _, loss = session.run([spec.train_op, spec.loss])
+        return None if loss is None else float(loss)
