@@ -25,6 +25,21 @@ class ModelGraph:
     input_hooks: tuple = ()
 
 
+def _seed(seed: int) -> None:
+    """Seeds the graph and both Keras versions' initializers.
+
+    Keras initializers draw their own seeds (from Python's `random` unless
+    Keras was seeded), so a graph-level seed alone would not make two runs
+    with the same `tf_random_seed` start from the same weights.
+    """
+    import keras  # Keras 3; TensorFlow already imported it
+    import tf_keras
+
+    tf_keras.utils.set_random_seed(seed)
+    keras.utils.set_random_seed(seed)
+    tf.compat.v1.set_random_seed(seed)
+
+
 def build(
     *,
     model_fn: Callable,
@@ -45,7 +60,7 @@ def build(
     """
     graph = tf.compat.v1.get_default_graph()
     if config.tf_random_seed is not None:
-        tf.compat.v1.set_random_seed(config.tf_random_seed)
+        _seed(config.tf_random_seed)
     device_fn = config.effective_device_fn() if place_on_cluster else None
     on_devices = lambda: tf.compat.v1.device(device_fn) if device_fn else contextlib.nullcontext()  # noqa: E731
     with on_devices():

@@ -1,0 +1,36 @@
+"""Shared fixtures: small real data sets and Estimators over them."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+import elastimator as est  # noqa: E402
+from tests.helpers import linear_model_fn  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def iris():
+    """scikit-learn's iris: (x float32 [150, 4], y int32 [150])."""
+    from sklearn.datasets import load_iris
+
+    x, y = load_iris(return_X_y=True)
+    return x.astype(np.float32), y.astype(np.int32)
+
+
+@pytest.fixture
+def make_estimator(tmp_path):
+    """Builds an Estimator over linear_model_fn in a fresh model_dir."""
+
+    def make(model_fn=linear_model_fn, params=None, **config):
+        config.setdefault("log_step_count_steps", None)
+        return est.Estimator(
+            model_fn, model_dir=str(tmp_path / "model"), params=params or {"n_classes": 3},
+            config=est.RunConfig(**config),
+        )
+
+    return make

@@ -1,0 +1,41 @@
+"""Model functions, inputs and event readers shared by the tests."""
+
+from __future__ import annotations
+
+import os
+
+import tensorflow as tf
+
+import elastimator as est
+
+
+def linear_model_fn(features, labels, mode, params):
+    """A softmax classifier over features["x"], with accuracy as an eval metric."""
+    logits = tf.compat.v1.layers.dense(features["x"], params.get("n_classes", 3), name="logits")
+    predictions = {"classes": tf.argmax(logits, 1), "probabilities": tf.nn.softmax(logits)}
+    if mode == est.ModeKeys.PREDICT:
+        return est.EstimatorSpec(mode, predictions=predictions)
+    loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits)
+    optimizer = tf.compat.v1.train.AdamOptimizer(params.get("learning_rate", 0.05))
+    train_op = optimizer.minimize(loss, tf.compat.v1.train.get_global_step())
+    metrics = {"accuracy": tf.compat.v1.metrics.accuracy(labels, predictions["classes"])}
+    return est.EstimatorSpec(mode, loss=loss, train_op=train_op, eval_metric_ops=metrics)
+
+
+def train_input(x, y, batch_size=32, num_epochs=None):
+    return est.inputs.numpy_input_fn({"x": x}, y, batch_size=batch_size, num_epochs=num_epochs, shuffle=True)
+
+
+def eval_input(x, y=None, batch_size=64):
+    return est.inputs.numpy_input_fn({"x": x}, y, batch_size=batch_size, num_epochs=1, shuffle=False)
+
+
+def read_events(directory: str) -> dict[str, list[tuple[int, float]]]:
+    """Scalar summaries in a directory's event files: tag -> [(step, value)]."""
+    scalars: dict[str, list[tuple[int, float]]] = {}
+    for path in sorted(tf.io.gfile.glob(os.path.join(directory, "events.out.tfevents.*"))):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                if value.HasField("simple_value"):
+                    scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
+    return scalars

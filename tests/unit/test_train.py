@@ -1,0 +1,167 @@
+"""Estimator.train: model_dir layout, resume, hooks, listeners and failure handling."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import elastimator as est
+from elastimator import ConfigError, ModelDirError, NanLossError
+from tests.helpers import eval_input, linear_model_fn, read_events, train_input
+
+
+def test_model_dir_layout_matches_tf_estimator(make_estimator, iris):
+    x, y = iris
+    estimator = make_estimator(save_checkpoints_steps=20, save_summary_steps=10, log_step_count_steps=10)
+    estimator.train(train_input(x, y), max_steps=40)
+    model_dir = estimator.model_dir
+    state = open(os.path.join(model_dir, "checkpoint")).read()
+    assert 'model_checkpoint_path: "model.ckpt-40"' in state  # relative paths, as tf.estimator wrote
+    assert 'all_model_checkpoint_paths: "model.ckpt-0"' in state
+    for step in (0, 20, 40):
+        assert os.path.exists(os.path.join(model_dir, f"model.ckpt-{step}.index"))
+        assert os.path.exists(os.path.join(model_dir, f"model.ckpt-{step}.meta"))
+    assert os.path.exists(os.path.join(model_dir, "graph.pbtxt"))
+    events = read_events(model_dir)
+    assert [step for step, _ in events["loss"]][:4] == [1, 11, 21, 31]  # as tf.estimator recorded them
+    assert "global_step/sec" in events
+    assert estimator.latest_checkpoint().endswith("model.ckpt-40")
+
+
+def test_training_learns_and_resumes(make_estimator, iris):
+    x, y = iris
+    estimator = make_estimator(save_checkpoints_steps=100)
+    estimator.train(train_input(x, y), steps=150)
+    assert estimator.get_variable_value("global_step") == 150
+    estimator.train(train_input(x, y), steps=50)
+    assert estimator.get_variable_value("global_step") == 200
+    assert estimator.evaluate(eval_input(x, y))["accuracy"] > 0.9
+
+
+def test_max_steps_already_reached_returns_at_once(make_estimator, iris):
+    x, y = iris
+    estimator = make_estimator()
+    estimator.train(train_input(x, y), max_steps=10)
+    calls = []
+
+    def input_fn():
+        calls.append(1)
+        return train_input(x, y)()
+
+    estimator.train(input_fn, max_steps=10)
+    assert calls == [] and estimator.last_train_loss is None
+
+
+def test_training_stops_when_input_ends(make_estimator, iris):
+    x, y = iris
+    estimator = make_estimator()
+    estimator.train(train_input(x, y, batch_size=50, num_epochs=2))
+    assert estimator.get_variable_value("global_step") == 6
+
+
+def test_steps_and_max_steps_are_exclusive_and_positive(make_estimator, iris):
+    estimator = make_estimator()
+    with pytest.raises(ConfigError, match="steps or max_steps, not both"):
+        estimator.train(train_input(*iris), steps=1, max_steps=2)
+    with pytest.raises(ConfigError, match="steps must be a positive int"):
+        estimator.train(train_input(*iris), steps=0)
+
+
+class _Recorder(tf.compat.v1.train.SessionRunHook):
+    def __init__(self):
+        self.begun = self.runs = self.ended = 0
+
+    def begin(self):
+        self.begun += 1
+
+    def after_run(self, run_context, run_values):
+        self.runs += 1
+
+    def end(self, session):
+        self.ended += 1
+
+
+class _Listener(tf.compat.v1.train.CheckpointSaverListener):
+    def __init__(self):
+        self.saved_steps = []
+
+    def after_save(self, session, global_step_value):
+        self.saved_steps.append(global_step_value)
+
+
+def test_user_spec_and_chief_hooks_run_and_listeners_see_every_save(make_estimator, iris):
+    user, from_spec, chief = _Recorder(), _Recorder(), _Recorder()
+
+    def model_fn(features, labels, mode, params):
+        spec = linear_model_fn(features, labels, mode, params)
+        return spec.replace(training_hooks=[from_spec], training_chief_hooks=[chief])
+
+    listener = _Listener()
+    estimator = make_estimator(model_fn=model_fn, save_checkpoints_steps=5)
+    estimator.train(train_input(*iris), steps=12, hooks=[user], saving_listeners=[listener])
+    for hook in (user, from_spec, chief):
+        assert (hook.begun, hook.runs, hook.ended) == (1, 12, 1)
+    assert listener.saved_steps == [0, 5, 10, 12]
+
+
+def test_keep_checkpoint_max(make_estimator, iris):
+    estimator = make_estimator(save_checkpoints_steps=2, keep_checkpoint_max=2)
+    estimator.train(train_input(*iris), steps=10)
+    kept = tf.train.get_checkpoint_state(estimator.model_dir).all_model_checkpoint_paths
+    assert [os.path.basename(p) for p in kept] == ["model.ckpt-8", "model.ckpt-10"]
+    assert not os.path.exists(os.path.join(estimator.model_dir, "model.ckpt-4.index"))
+
+
+def test_nan_loss_stops_with_a_clear_error_and_keeps_the_last_good_checkpoint(make_estimator, iris):
+    x, y = iris
+
+    def model_fn(features, labels, mode, params):
+        spec = linear_model_fn(features, labels, mode, params)
+        step = tf.compat.v1.train.get_global_step()
+        poisoned = tf.where(step >= 7, np.nan, 0.0) + spec.loss
+        return spec.replace(loss=poisoned)
+
+    estimator = make_estimator(model_fn=model_fn, save_checkpoints_steps=5)
+    with pytest.raises(NanLossError, match=r"Loss became nan at global step 7.*model.ckpt-5, is intact"):
+        estimator.train(train_input(x, y), steps=20)
+    assert estimator.latest_checkpoint().endswith("model.ckpt-5")
+    assert np.all(np.isfinite(estimator.get_variable_value("logits/kernel")))
+
+
+def test_model_dir_that_is_a_file(tmp_path):
+    path = tmp_path / "not_a_dir"
+    path.write_text("precious")
+    with pytest.raises(ModelDirError, match="exists and is a file; expected a directory"):
+        est.Estimator(linear_model_fn, model_dir=str(path))
+    assert path.read_text() == "precious"
+
+
+def test_model_dir_from_config_and_conflicts(tmp_path):
+    config = est.RunConfig(model_dir=str(tmp_path / "a"))
+    assert est.Estimator(linear_model_fn, config=config).model_dir == str(tmp_path / "a")
+    assert est.Estimator(linear_model_fn, config=config).config.model_dir == str(tmp_path / "a")
+    with pytest.raises(ConfigError, match="differs from config.model_dir"):
+        est.Estimator(linear_model_fn, model_dir=str(tmp_path / "b"), config=config)
+    assert est.Estimator(linear_model_fn).model_dir  # a temporary directory
+
+
+def test_random_seed_makes_training_reproducible(tmp_path, iris):
+    x, y = iris
+    values = []
+    for run in range(2):
+        estimator = est.Estimator(linear_model_fn, model_dir=str(tmp_path / str(run)), params={"n_classes": 3},
+                                  config=est.RunConfig(tf_random_seed=7))
+        estimator.train(lambda: tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(50), steps=3)
+        values.append(estimator.get_variable_value("logits/kernel"))
+    np.testing.assert_array_equal(values[0], values[1])
+
+
+def test_get_variable_names_and_missing_variable(make_estimator, iris):
+    estimator = make_estimator()
+    with pytest.raises(est.CheckpointError, match="No checkpoint in model_dir"):
+        estimator.get_variable_names()
+    estimator.train(train_input(*iris), steps=1)
+    assert {"global_step", "logits/kernel", "logits/bias"} <= set(estimator.get_variable_names())
+    with pytest.raises(est.CheckpointError, match="'nope' is not in checkpoint"):
+        estimator.get_variable_value("nope")
