@@ -1,0 +1,115 @@
+"""Estimator.evaluate and Estimator.predict."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from elastimator import CheckpointError, ModelFnError
+from tests.helpers import eval_input, linear_model_fn, read_events, train_input
+
+
+@pytest.fixture
+def trained(make_estimator, iris):
+    estimator = make_estimator(save_checkpoints_steps=50)
+    estimator.train(train_input(*iris), steps=100)
+    return estimator
+
+
+def test_evaluate_returns_metrics_and_writes_them_to_eval_events(trained, iris):
+    x, y = iris
+    metrics = trained.evaluate(eval_input(x, y))
+    assert set(metrics) == {"accuracy", "loss", "global_step"}
+    assert metrics["global_step"] == 100 and metrics["accuracy"] > 0.85
+    events = read_events(trained.eval_dir())
+    assert events["accuracy"] == [(100, pytest.approx(metrics["accuracy"]))]
+    assert events["loss"] == [(100, pytest.approx(metrics["loss"]))]
+    assert trained.eval_dir() == os.path.join(trained.model_dir, "eval")
+
+
+def test_evaluate_does_not_advance_the_global_step(trained, iris):
+    trained.evaluate(eval_input(*iris))
+    assert trained.get_variable_value("global_step") == 100
+
+
+def test_named_evaluation_steps_and_older_checkpoint(trained, iris):
+    x, y = iris
+    metrics = trained.evaluate(eval_input(x, y, batch_size=10), steps=3, name="holdout",
+                               checkpoint_path=os.path.join(trained.model_dir, "model.ckpt-50"))
+    assert metrics["global_step"] == 50
+    assert os.path.isdir(os.path.join(trained.model_dir, "eval_holdout"))
+    # Three batches of ten: accuracy is a multiple of 1/30.
+    assert round(metrics["accuracy"] * 30, 4) == round(metrics["accuracy"] * 30)
+
+
+def test_evaluate_loss_is_the_mean_over_batches(trained, iris):
+    x, y = iris
+    whole = trained.evaluate(eval_input(x, y, batch_size=150))["loss"]
+    batched = trained.evaluate(eval_input(x, y, batch_size=30))["loss"]
+    assert batched == pytest.approx(whole, rel=1e-5)
+
+
+def test_missing_checkpoint_path_is_a_clear_error(trained, iris):
+    with pytest.raises(CheckpointError, match=r"model.ckpt-999' does not exist.*Checkpoints in .*model.ckpt-100"):
+        trained.evaluate(eval_input(*iris), checkpoint_path=os.path.join(trained.model_dir, "model.ckpt-999"))
+    with pytest.raises(CheckpointError, match="does not exist"):
+        next(trained.predict(eval_input(iris[0]), checkpoint_path="/nonexistent/model.ckpt-1"))
+
+
+class _Counter(tf.compat.v1.train.SessionRunHook):
+    runs = 0
+
+    def after_run(self, run_context, run_values):
+        self.runs += 1
+
+
+def test_evaluation_and_prediction_hooks_run(make_estimator, iris):
+    x, y = iris
+    from_spec = {"eval": _Counter(), "predict": _Counter()}
+
+    def model_fn(features, labels, mode, params):
+        spec = linear_model_fn(features, labels, mode, params)
+        return spec.replace(evaluation_hooks=[from_spec["eval"]], prediction_hooks=[from_spec["predict"]])
+
+    estimator = make_estimator(model_fn=model_fn)
+    estimator.train(train_input(x, y), steps=5)
+    user = _Counter()
+    estimator.evaluate(eval_input(x, y, batch_size=50), hooks=[user])
+    list(estimator.predict(eval_input(x, batch_size=50)))
+    assert (user.runs, from_spec["eval"].runs, from_spec["predict"].runs) == (3, 3, 3)
+
+
+def test_predict_yields_examples_and_selected_keys(trained, iris):
+    x, y = iris
+    predictions = list(trained.predict(eval_input(x)))
+    assert len(predictions) == 150 and set(predictions[0]) == {"classes", "probabilities"}
+    assert predictions[0]["probabilities"].shape == (3,)
+    accuracy = np.mean([p["classes"] for p in predictions] == y)
+    assert accuracy > 0.85
+    only = list(trained.predict(eval_input(x), predict_keys=["classes"]))
+    assert set(only[0]) == {"classes"}
+    assert [p["classes"] for p in only] == [p["classes"] for p in predictions]
+
+
+def test_predict_whole_batches(trained, iris):
+    batches = list(trained.predict(eval_input(iris[0], batch_size=64), yield_single_examples=False))
+    assert [b["probabilities"].shape for b in batches] == [(64, 3), (64, 3), (22, 3)]
+
+
+def test_unknown_predict_key_names_the_available_ones(trained, iris):
+    with pytest.raises(ModelFnError, match=r"predict_keys \['logit'\] are not among .*\['classes', 'probabilities'\]"):
+        next(trained.predict(eval_input(iris[0]), predict_keys="logit"))
+
+
+def test_predict_of_a_single_tensor(make_estimator, iris):
+    def model_fn(features, labels, mode, params):
+        spec = linear_model_fn(features, labels, mode, params)
+        if mode == "infer":
+            return spec.replace(predictions=spec.predictions["classes"], export_outputs=None)
+        return spec
+
+    estimator = make_estimator(model_fn=model_fn)
+    estimator.train(train_input(*iris), steps=5)
+    values = list(estimator.predict(eval_input(iris[0][:5])))
+    assert len(values) == 5 and all(np.ndim(v) == 0 for v in values)

@@ -1,0 +1,37 @@
+"""Warm-starting a new model from another model's checkpoint."""
+
+import numpy as np
+import pytest
+
+import elastimator as est
+from elastimator import CheckpointError
+from tests.helpers import eval_input, linear_model_fn, train_input
+
+
+def test_warm_start_copies_the_chosen_variables(tmp_path, iris):
+    x, y = iris
+    base = est.Estimator(linear_model_fn, model_dir=str(tmp_path / "base"), params={"n_classes": 3})
+    base.train(train_input(x, y), steps=100)
+
+    warm = est.Estimator(linear_model_fn, model_dir=str(tmp_path / "warm"), params={"n_classes": 3},
+                         warm_start_from=base.model_dir)
+    warm.train(train_input(x, y), steps=1, hooks=[])
+    # One more Adam step moves the kernel only slightly away from the base model's.
+    np.testing.assert_allclose(warm.get_variable_value("logits/kernel"), base.get_variable_value("logits/kernel"),
+                               atol=0.06)
+    assert warm.get_variable_value("global_step") == 1
+    assert warm.evaluate(eval_input(x, y))["accuracy"] > 0.85
+
+    only_bias = est.Estimator(linear_model_fn, model_dir=str(tmp_path / "bias"), params={"n_classes": 3},
+                              warm_start_from=est.WarmStartSettings(ckpt_to_initialize_from=base.latest_checkpoint(),
+                                                                    vars_to_warm_start="logits/bias"))
+    only_bias.train(train_input(x, y), steps=1)
+    assert not np.allclose(only_bias.get_variable_value("logits/kernel"), base.get_variable_value("logits/kernel"),
+                           atol=0.06)
+
+
+def test_warm_start_from_a_missing_checkpoint(tmp_path, iris):
+    estimator = est.Estimator(linear_model_fn, model_dir=str(tmp_path / "m"), params={"n_classes": 3},
+                              warm_start_from=str(tmp_path / "nowhere" / "model.ckpt-1"))
+    with pytest.raises(CheckpointError, match="warm_start_from checkpoint .* does not exist"):
+        estimator.train(train_input(*iris), steps=1)
