@@ -150,7 +150,7 @@ def call_model_fn(
         kwargs["config"] = config
     from elastimator.estimator import keras_traps  # imported here: it imports Keras only when needed
 
-    with keras_traps.explain_model_fn_errors(model_fn):
+    with keras_traps.explain_model_fn_errors(model_fn), keras_traps.fresh_keras_names():
         spec = model_fn(**kwargs)
     if not isinstance(spec, EstimatorSpec):
         raise ModelFnError(

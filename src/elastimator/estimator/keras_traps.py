@@ -1,6 +1,11 @@
-"""Keras 3 layers inside a graph-mode `model_fn`: the three traps, handled.
+"""Keras 3 layers inside a graph-mode `model_fn`: the traps, handled.
 
 Keras 3 layers build fine in a `tf.Graph`, but:
+
+0. Keras 3 numbers auto-named layers ("dense", "dense_1", ...) process-wide,
+   while every Estimator call builds a new graph: the eval graph's "dense_2"
+   would not find the checkpoint's "dense". Each model_fn call gets fresh
+   numbering, as `tf.compat.v1.layers` (numbered per graph) always had.
 
 1. `Dropout(...)(x, training=<bool tensor>)` raises deep inside Keras. We
    re-raise with the fix: `mode` is a Python string, so
@@ -45,8 +50,8 @@ def explain_model_fn_errors(model_fn: Callable) -> Iterator[None]:
         yield
     except tf.errors.OperatorNotAllowedInGraphError as e:
         raise ModelFnError(
-            f"model_fn {name} used a symbolic tensor as a Python bool. With Keras 3 layers this happens "
-            "when `training=` is a tensor (e.g. Dropout(...)(x, training=tf.equal(...))). In a model_fn, "
+            f"model_fn {name} used a symbolic tensor as a Python bool (e.g. `if tensor:`). With Keras 3 "
+            "layers this most often means `training=` got a tensor (e.g. Dropout(...)(x, training=tf.equal(...))). In a model_fn, "
             "`mode` is a Python string, so pass training=(mode == ModeKeys.TRAIN). Original error: "
             f"{str(e).splitlines()[0]}"
         ) from e
@@ -59,6 +64,23 @@ def explain_model_fn_errors(model_fn: Callable) -> Iterator[None]:
             "selects tf-keras for these APIs), or set TF_USE_LEGACY_KERAS=1 before importing TensorFlow. "
             f"Original error: {e}"
         ) from e
+
+
+@contextlib.contextmanager
+def fresh_keras_names() -> Iterator[None]:
+    """Numbers Keras 3 auto-named layers from zero for the duration of one model_fn call."""
+    try:
+        from keras.src.backend.common import global_state
+    except ImportError:  # no Keras 3: tf-keras numbers names per graph already
+        yield
+        return
+    key = "object_name_uids"
+    saved = global_state.get_global_attribute(key)
+    global_state.set_global_attribute(key, None)
+    try:
+        yield
+    finally:
+        global_state.set_global_attribute(key, saved)
 
 
 def attach_dangling_updates(

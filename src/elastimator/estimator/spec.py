@@ -145,7 +145,8 @@ def _is_keras_metric(value) -> bool:
 
 def _tf_variable(variable):
     """The tf.Variable behind a Keras 3 variable (Keras 2 variables are tf.Variables)."""
-    return getattr(variable, "_value", None) or variable
+    inner = getattr(variable, "_value", None)
+    return variable if inner is None else inner
 
 
 def _keras_metric_ops(name: str, metric, graph: tf.Graph):

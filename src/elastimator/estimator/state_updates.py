@@ -42,19 +42,13 @@ def target_variable_op(assign: tf.Operation) -> tf.Operation | None:
     return op if op.type in _HANDLE_TYPES else None
 
 
-def _is_unused(op: tf.Operation) -> bool:
-    if op._control_outputs:  # pylint: disable=protected-access
-        return False
-    return not any(t.consumers() for t in op.outputs)
-
-
 def dangling_updates(
     graph: tf.Graph,
     created_after: int,
     reachable: set[tf.Operation],
     variable_ops: set[tf.Operation] | None = None,
 ) -> list[tf.Operation]:
-    """Assign ops created after op id `created_after` that nothing will run.
+    """Assign ops created after op id `created_after` that running `reachable` would not run.
 
     Args:
         graph: The graph to search.
@@ -63,13 +57,13 @@ def dangling_updates(
         variable_ops: If given, only updates of these variables count.
 
     Returns:
-        The unused, unreachable assign ops, in creation order.
+        The unreachable assign ops, in creation order.
     """
     found = []
     for op in graph.get_operations():
         if op._id <= created_after or op.type not in _ASSIGN_TYPES:  # pylint: disable=protected-access
             continue
-        if op in reachable or not _is_unused(op):
+        if op in reachable:
             continue
         target = target_variable_op(op)
         if target is None or (variable_ops is not None and target not in variable_ops):
