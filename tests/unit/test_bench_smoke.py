@@ -1,0 +1,23 @@
+"""The engine benchmark runs at tiny size, so it cannot rot (no timing is asserted)."""
+
+import json
+import os
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.mark.slow
+def test_engine_benchmark_writes_its_results(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
+    import engine_train
+
+    result = engine_train.main(["--batch-size", "16", "--steps", "6", "--warmup", "2", "--runs", "1",
+                                "--out", str(tmp_path)])
+    saved = json.loads((tmp_path / "engine_train.json").read_text())
+    assert saved["runs"] == 1 and set(saved["median_steps_per_sec"]) == {"estimator", "tf_function"}
+    assert saved["ratio_estimator_over_tf_function"] == pytest.approx(result["ratio_estimator_over_tf_function"])
+    assert "Ratio estimator / tf.function" in (tmp_path / "engine_train.md").read_text()
+    sys.modules.pop("engine_train", None)
