@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import tensorflow as tf
 
 from elastimator.errors import CheckpointError, ModelDirError
 
+logger = logging.getLogger("elastimator")
 CHECKPOINT_PREFIX = "model.ckpt"
 
 
@@ -57,6 +59,14 @@ def resolve(checkpoint_path: str | None, model_dir: str) -> str | None:
             f"Expected a checkpoint prefix like <model_dir>/model.ckpt-<step>. {hint}"
         )
     return checkpoint_path
+
+
+def resolve_for_reading(checkpoint_path: str | None, model_dir: str, purpose: str) -> str | None:
+    """Like `resolve`, logging that an initialized model is used when model_dir has no checkpoint."""
+    checkpoint = resolve(checkpoint_path, model_dir)
+    if checkpoint is None:
+        logger.warning("No checkpoint in %s: %s with a freshly initialized model.", model_dir, purpose)
+    return checkpoint
 
 
 def all_checkpoints(model_dir: str) -> list[str]:

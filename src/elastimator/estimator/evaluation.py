@@ -10,9 +10,8 @@ import numpy as np
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
-from elastimator.estimator import checkpoints, hooks as engine_hooks, model_graph
+from elastimator.estimator import checkpoints, hooks as engine_hooks, model_graph, sessions
 from elastimator.estimator.mode_keys import ModeKeys
-from elastimator.estimator.training import make_scaffold
 
 logger = logging.getLogger("elastimator")
 LOSS_KEY = "loss"
@@ -45,7 +44,7 @@ def write_eval_summaries(output_dir: str, step: int, results: Mapping[str, objec
                 logger.info("Metric %r is a string, not a Summary; not written to events.", key)
                 continue
         array = np.asarray(value)
-        if array.size == 1 and np.issubdtype(array.dtype, np.number) or array.dtype == bool:
+        if array.size == 1 and (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
             summary.value.add(tag=key, simple_value=float(array.reshape(())))
         else:
             logger.info("Metric %r has shape %s; only scalars are written to events.", key, array.shape)
@@ -72,14 +71,9 @@ def evaluate(
         raise ConfigError(f"evaluate: steps must be a positive int or None; got {steps!r}.")
     user_hooks = engine_hooks.check_hooks("hooks", hooks)
     model_dir, config = estimator.model_dir, estimator.config
-    checkpoint = checkpoints.resolve(checkpoint_path, model_dir)
-    if checkpoint is None:
-        logger.warning("No checkpoint in %s: evaluating a freshly initialized model.", model_dir)
+    checkpoint = checkpoints.resolve_for_reading(checkpoint_path, model_dir, "evaluating")
     with tf.Graph().as_default():
-        built = model_graph.build(
-            model_fn=estimator.model_fn, params=estimator.params, config=config,
-            mode=ModeKeys.EVAL, input_fn=input_fn,
-        )
+        built = model_graph.build_for(estimator, ModeKeys.EVAL, input_fn)
         spec = built.spec
         metrics = _metric_ops(spec)
         update = tf.group(*(update for _, update in metrics.values()), name="eval_update")
@@ -89,10 +83,7 @@ def evaluate(
         all_hooks = list(built.input_hooks) + user_hooks + list(spec.evaluation_hooks) + [final]
         if steps is not None:
             all_hooks.append(engine_hooks.StopAfterStepsHook(steps))
-        creator = tf.compat.v1.train.ChiefSessionCreator(
-            scaffold=make_scaffold(spec, config), master=config.evaluation_master,
-            config=config.effective_session_config(), checkpoint_filename_with_path=checkpoint,
-        )
+        creator = sessions.restoring_session_creator(spec, config, checkpoint, config.evaluation_master)
         batches = 0
         with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=all_hooks) as session:
             while not session.should_stop():

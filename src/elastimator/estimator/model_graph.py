@@ -40,6 +40,12 @@ def _seed(seed: int) -> None:
     tf.compat.v1.set_random_seed(seed)
 
 
+def build_for(estimator, mode: str, input_fn: Callable) -> ModelGraph:
+    """Builds an Estimator's model for `mode` over its `input_fn`."""
+    return build(model_fn=estimator.model_fn, params=estimator.params, config=estimator.config,
+                 mode=mode, input_fn=input_fn)
+
+
 def build(
     *,
     model_fn: Callable,

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Callable, Iterator, Sequence
 
 import tensorflow as tf
 
 from elastimator.errors import ModelFnError
-from elastimator.estimator import checkpoints, hooks as engine_hooks, model_graph
+from elastimator.estimator import checkpoints, hooks as engine_hooks, model_graph, sessions
 from elastimator.estimator.mode_keys import ModeKeys
-from elastimator.estimator.training import make_scaffold
-
-logger = logging.getLogger("elastimator")
 
 
 def _select(predictions, predict_keys):
@@ -55,19 +51,11 @@ def predict(
     """Yields predictions for every example (or batch) `input_fn` produces."""
     user_hooks = engine_hooks.check_hooks("hooks", hooks)
     model_dir, config = estimator.model_dir, estimator.config
-    checkpoint = checkpoints.resolve(checkpoint_path, model_dir)
-    if checkpoint is None:
-        logger.warning("No checkpoint in %s: predicting with a freshly initialized model.", model_dir)
+    checkpoint = checkpoints.resolve_for_reading(checkpoint_path, model_dir, "predicting")
     with tf.Graph().as_default():
-        built = model_graph.build(
-            model_fn=estimator.model_fn, params=estimator.params, config=config,
-            mode=ModeKeys.PREDICT, input_fn=input_fn,
-        )
+        built = model_graph.build_for(estimator, ModeKeys.PREDICT, input_fn)
         predictions = _select(built.spec.predictions, predict_keys)
-        creator = tf.compat.v1.train.ChiefSessionCreator(
-            scaffold=make_scaffold(built.spec, config), master=config.master,
-            config=config.effective_session_config(), checkpoint_filename_with_path=checkpoint,
-        )
+        creator = sessions.restoring_session_creator(built.spec, config, checkpoint, config.master)
         all_hooks = list(built.input_hooks) + user_hooks + list(built.spec.prediction_hooks)
         with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=all_hooks) as session:
             while not session.should_stop():

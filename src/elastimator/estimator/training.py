@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
-from elastimator.estimator import checkpoints, hooks as engine_hooks, model_graph
+from elastimator.estimator import checkpoints, hooks as engine_hooks, model_graph, sessions
 from elastimator.estimator.mode_keys import ModeKeys
 
 logger = logging.getLogger("elastimator")
@@ -20,27 +20,6 @@ def _check_steps(steps, max_steps) -> None:
     for name, value in (("steps", steps), ("max_steps", max_steps)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
             raise ConfigError(f"train: {name} must be a positive int or None; got {value!r}.")
-
-
-def make_scaffold(spec, config) -> tf.compat.v1.train.Scaffold:
-    """The user's scaffold with elastimator's saver filled in when it has none."""
-    user = spec.scaffold
-    if user is not None and user.saver is not None:
-        return user
-    return tf.compat.v1.train.Scaffold(saver=checkpoints.make_saver(config), copy_from_scaffold=user)
-
-
-def session_creator(scaffold, config, model_dir: str):
-    """Chief (or single) processes initialize or restore; workers wait for the chief."""
-    session_config = config.effective_session_config()
-    if config.is_chief:
-        return tf.compat.v1.train.ChiefSessionCreator(
-            scaffold=scaffold, master=config.master, config=session_config, checkpoint_dir=model_dir
-        )
-    return tf.compat.v1.train.WorkerSessionCreator(
-        scaffold=scaffold, master=config.master, config=session_config,
-        max_wait_secs=config.session_creation_timeout_secs,
-    )
 
 
 def _default_hooks(graph: model_graph.ModelGraph, scaffold, config, model_dir, saving_listeners) -> list:
@@ -103,14 +82,11 @@ def train(
                     checkpoints.global_step_of(latest), latest, max_steps)
         return None
     with tf.Graph().as_default():
-        built = model_graph.build(
-            model_fn=estimator.model_fn, params=estimator.params, config=config,
-            mode=ModeKeys.TRAIN, input_fn=input_fn,
-        )
+        built = model_graph.build_for(estimator, ModeKeys.TRAIN, input_fn)
         spec = built.spec
         if latest is None and estimator.warm_start_settings is not None:
             estimator.warm_start_settings.apply()
-        scaffold = make_scaffold(spec, config)
+        scaffold = sessions.make_scaffold(spec, config)
         all_hooks = list(built.input_hooks) + _default_hooks(built, scaffold, config, model_dir, listeners)
         if steps is not None or max_steps is not None:
             all_hooks.append(tf.compat.v1.train.StopAtStepHook(num_steps=steps, last_step=max_steps))
@@ -119,7 +95,7 @@ def train(
             all_hooks += list(spec.training_chief_hooks)
         loss = None
         with tf.compat.v1.train.MonitoredSession(
-            session_creator=session_creator(scaffold, config, model_dir), hooks=all_hooks,
+            session_creator=sessions.training_session_creator(scaffold, config, model_dir), hooks=all_hooks,
         ) as session:
             while not session.should_stop():
                 _, loss = session.run([spec.train_op, spec.loss])
