@@ -165,3 +165,24 @@ def test_get_variable_names_and_missing_variable(make_estimator, iris):
     assert {"global_step", "logits/kernel", "logits/bias"} <= set(estimator.get_variable_names())
     with pytest.raises(est.CheckpointError, match="'nope' is not in checkpoint"):
         estimator.get_variable_value("nope")
+
+
+def test_no_checkpoints_when_both_frequencies_are_none(make_estimator, iris):
+    estimator = make_estimator(save_checkpoints_steps=None, save_checkpoints_secs=None)
+    estimator.train(train_input(*iris), steps=3)
+    assert estimator.latest_checkpoint() is None
+    with pytest.raises(ConfigError, match="saving_listeners need checkpoints"):
+        estimator.train(train_input(*iris), steps=3, saving_listeners=[_Listener()])
+
+
+def test_user_scaffold_init_fn_runs_and_keeps_our_saver(make_estimator, iris):
+    ran = []
+
+    def model_fn(features, labels, mode, params):
+        spec = linear_model_fn(features, labels, mode, params)
+        return spec.replace(scaffold=tf.compat.v1.train.Scaffold(init_fn=lambda scaffold, session: ran.append(1)))
+
+    estimator = make_estimator(model_fn=model_fn, save_checkpoints_steps=2, keep_checkpoint_max=1)
+    estimator.train(train_input(*iris), steps=4)
+    assert ran == [1]
+    assert len(tf.train.get_checkpoint_state(estimator.model_dir).all_model_checkpoint_paths) == 1
