@@ -19,7 +19,7 @@ def linear_model_fn(features, labels, mode, params):
     optimizer = tf.compat.v1.train.AdamOptimizer(params.get("learning_rate", 0.05))
     train_op = optimizer.minimize(loss, tf.compat.v1.train.get_global_step())
     metrics = {"accuracy": tf.compat.v1.metrics.accuracy(labels, predictions["classes"])}
-    return est.EstimatorSpec(mode, loss=loss, train_op=train_op, eval_metric_ops=metrics)
+    return est.EstimatorSpec(mode, predictions=predictions, loss=loss, train_op=train_op, eval_metric_ops=metrics)
 
 
 def train_input(x, y, batch_size=32, num_epochs=None):

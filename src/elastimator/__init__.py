@@ -12,9 +12,10 @@ from elastimator._keras_routing import prefer_tf_keras as _prefer_tf_keras
 _prefer_tf_keras()
 
 # pylint: disable=wrong-import-position
-from elastimator import export, inputs
+from elastimator import experimental, export, inputs
 from elastimator.errors import (
     CheckpointError,
+    ClusterError,
     ConfigError,
     ElastimatorError,
     ExportError,
@@ -28,25 +29,58 @@ from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.estimator.run_config import RunConfig, TaskType
 from elastimator.estimator.spec import EstimatorSpec
 from elastimator.estimator.warm_start import VocabInfo, WarmStartSettings
+from elastimator.training.early_stopping import (
+    make_early_stopping_hook,
+    stop_if_higher_hook,
+    stop_if_lower_hook,
+    stop_if_no_decrease_hook,
+    stop_if_no_increase_hook,
+)
+from elastimator.training.exporters import BestExporter, Exporter, FinalExporter, LatestExporter
+from elastimator.training.metrics import ResetMetricsHook, add_metrics
+from elastimator.training.policies import AllOf, AnyOf, EvalPolicy, EveryNSeconds, EveryNSteps
+from elastimator.training.specs import EvalSpec, TrainSpec
+from elastimator.training.train_and_evaluate import train_and_evaluate
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AllOf",
+    "AnyOf",
+    "BestExporter",
     "CheckpointError",
+    "ClusterError",
     "ConfigError",
     "ElastimatorError",
     "Estimator",
     "EstimatorSpec",
+    "EvalPolicy",
+    "EvalSpec",
+    "EveryNSeconds",
+    "EveryNSteps",
     "ExportError",
+    "Exporter",
+    "FinalExporter",
     "InputFnError",
+    "LatestExporter",
     "ModeKeys",
     "ModelDirError",
     "ModelFnError",
     "NanLossError",
+    "ResetMetricsHook",
     "RunConfig",
     "TaskType",
+    "TrainSpec",
     "VocabInfo",
     "WarmStartSettings",
+    "add_metrics",
+    "experimental",
     "export",
     "inputs",
+    "make_early_stopping_hook",
+    "stop_if_higher_hook",
+    "stop_if_lower_hook",
+    "stop_if_no_decrease_hook",
+    "stop_if_no_increase_hook",
+    "train_and_evaluate",
 ]

@@ -41,3 +41,7 @@ class NanLossError(ElastimatorError, RuntimeError):
 
 class ExportError(ElastimatorError, ValueError):
     """A SavedModel export was misconfigured or could not be written."""
+
+
+class ClusterError(ElastimatorError, RuntimeError):
+    """A cluster task cannot start, bind its port, or reach the tasks it needs."""

@@ -1,21 +1,25 @@
 """The public API is curated: every listed name imports and nothing private leaks."""
 
 import elastimator
+import elastimator.experimental
 import elastimator.export
 import elastimator.inputs
 
 
 def test_every_public_name_imports():
-    for module in (elastimator, elastimator.export, elastimator.inputs):
+    for module in (elastimator, elastimator.experimental, elastimator.export, elastimator.inputs):
         for name in module.__all__:
             assert getattr(module, name) is not None, f"{module.__name__}.{name}"
 
 
 def test_public_names_are_exactly_the_curated_list():
     assert sorted(elastimator.__all__) == [
-        "CheckpointError", "ConfigError", "ElastimatorError", "Estimator", "EstimatorSpec", "ExportError",
-        "InputFnError", "ModeKeys", "ModelDirError", "ModelFnError", "NanLossError", "RunConfig", "TaskType",
-        "VocabInfo", "WarmStartSettings", "export", "inputs",
+        "AllOf", "AnyOf", "BestExporter", "CheckpointError", "ClusterError", "ConfigError", "ElastimatorError",
+        "Estimator", "EstimatorSpec", "EvalPolicy", "EvalSpec", "EveryNSeconds", "EveryNSteps", "ExportError",
+        "Exporter", "FinalExporter", "InputFnError", "LatestExporter", "ModeKeys", "ModelDirError", "ModelFnError",
+        "NanLossError", "ResetMetricsHook", "RunConfig", "TaskType", "TrainSpec", "VocabInfo", "WarmStartSettings",
+        "add_metrics", "experimental", "export", "inputs", "make_early_stopping_hook", "stop_if_higher_hook",
+        "stop_if_lower_hook", "stop_if_no_decrease_hook", "stop_if_no_increase_hook", "train_and_evaluate",
     ]
 
 
@@ -23,7 +27,9 @@ def test_errors_share_one_base_and_keep_tf_estimator_builtin_types():
     for name in ("CheckpointError", "ConfigError", "ExportError", "InputFnError", "ModelDirError", "ModelFnError"):
         cls = getattr(elastimator, name)
         assert issubclass(cls, elastimator.ElastimatorError) and issubclass(cls, ValueError)
-    assert issubclass(elastimator.NanLossError, RuntimeError)
+    for name in ("NanLossError", "ClusterError"):
+        cls = getattr(elastimator, name)
+        assert issubclass(cls, elastimator.ElastimatorError) and issubclass(cls, RuntimeError)
 
 
 def test_mode_keys_have_tf_estimator_values():

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+import socket
+import time
+
 import tensorflow as tf
 
+from elastimator.errors import ClusterError
 from elastimator.estimator import checkpoints
+
+logger = logging.getLogger("elastimator")
 
 
 def make_scaffold(spec, config) -> tf.compat.v1.train.Scaffold:
@@ -34,3 +41,37 @@ def restoring_session_creator(spec, config, checkpoint: str | None, master: str)
         scaffold=make_scaffold(spec, config), master=master,
         config=config.effective_session_config(), checkpoint_filename_with_path=checkpoint,
     )
+
+
+def _reachable(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
+            return True
+    except OSError:
+        return False
+
+
+def wait_for_tasks(config, job: str, timeout_secs: float, log_every_secs: float = 10.0) -> None:
+    """Waits (bounded, logged) until every task of `job` accepts connections.
+
+    Raises:
+        ClusterError: after `timeout_secs`, naming the tasks still unreachable.
+    """
+    addresses = config.cluster_spec.as_dict().get(job, [])
+    deadline = time.monotonic() + timeout_secs
+    next_log = time.monotonic() + log_every_secs
+    while True:
+        missing = [f"/job:{job}/task:{i} ({a})" for i, a in enumerate(addresses) if not _reachable(a)]
+        if not missing:
+            return
+        now = time.monotonic()
+        if now >= deadline:
+            raise ClusterError(
+                f"{config.task_type} task {config.task_id} gave up after {timeout_secs:.0f}s waiting for "
+                f"{', '.join(missing)}. Start those tasks, or check the addresses in TF_CONFIG."
+            )
+        if now >= next_log:
+            logger.info("Waiting for %s to accept connections (%.0fs left).", ", ".join(missing), deadline - now)
+            next_log = now + log_every_secs
+        time.sleep(0.2)

@@ -93,6 +93,8 @@ def train(
         all_hooks += user_hooks + list(spec.training_hooks)
         if config.is_chief:
             all_hooks += list(spec.training_chief_hooks)
+        if config.cluster.is_distributed and config.num_ps_replicas:
+            sessions.wait_for_tasks(config, "ps", config.session_creation_timeout_secs)
         loss = None
         with tf.compat.v1.train.MonitoredSession(
             session_creator=sessions.training_session_creator(scaffold, config, model_dir), hooks=all_hooks,

@@ -1,0 +1,1 @@
+"""train_and_evaluate, its specs, exporters, evaluation policies and early stopping."""

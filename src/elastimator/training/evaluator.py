@@ -1,0 +1,122 @@
+"""Evaluation rounds (evaluate, then run exporters) and the distributed evaluator loop."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import time
+from typing import Callable
+
+import tensorflow as tf
+
+from elastimator.errors import CheckpointError
+from elastimator.estimator import checkpoints
+from elastimator.training.policies import EvalRecord
+from elastimator.training.specs import EvalSpec
+
+logger = logging.getLogger("elastimator")
+DONE_MARKER = "train_done.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundResult:
+    """One evaluation and what the exporters made of it."""
+
+    step: int
+    metrics: dict
+    export_results: list
+    final: bool
+
+
+def export_dir(estimator, exporter) -> str:
+    return os.path.join(estimator.model_dir, "export", exporter.name)
+
+
+def run_exporters(estimator, eval_spec: EvalSpec, checkpoint: str, metrics: dict, final: bool) -> list:
+    results = []
+    for exporter in eval_spec.exporters:
+        path = exporter.export(estimator, export_dir(estimator, exporter), checkpoint, metrics, final)
+        if path is not None:
+            results.append(path)
+    return results
+
+
+def evaluation_round(estimator, eval_spec: EvalSpec, checkpoint: str, final: bool) -> RoundResult:
+    """Evaluates `checkpoint`, then runs every exporter on the result."""
+    metrics = estimator.evaluate(eval_spec.input_fn, steps=eval_spec.steps, hooks=eval_spec.hooks,
+                                 checkpoint_path=checkpoint, name=eval_spec.name)
+    step = int(metrics["global_step"])
+    return RoundResult(step, metrics, run_exporters(estimator, eval_spec, checkpoint, metrics, final), final)
+
+
+# --- training-done marker: the chief's word that no more checkpoints will come -----------------
+
+def mark_training_done(model_dir: str, global_step: int) -> None:
+    """Written by the chief after its final checkpoint (write-then-rename)."""
+    path = os.path.join(model_dir, DONE_MARKER)
+    with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+        f.write(json.dumps({"global_step": global_step, "time": time.time()}))
+    tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+
+def clear_training_done(model_dir: str) -> None:
+    path = os.path.join(model_dir, DONE_MARKER)
+    if tf.io.gfile.exists(path):
+        tf.io.gfile.remove(path)
+
+
+def training_done(model_dir: str) -> bool:
+    return tf.io.gfile.exists(os.path.join(model_dir, DONE_MARKER))
+
+
+def finalize(estimator, eval_spec: EvalSpec, last_round: RoundResult | None, checkpoint: str | None
+             ) -> RoundResult | None:
+    """Runs the final exports for a checkpoint that was evaluated before it was known to be the last."""
+    if last_round is None or last_round.final:
+        return last_round
+    exports = run_exporters(estimator, eval_spec, checkpoint, last_round.metrics, final=True)
+    return RoundResult(last_round.step, last_round.metrics, exports, True)
+
+
+def run_evaluator(estimator, eval_spec: EvalSpec, max_steps: int | None, *, poll_secs: float = 1.0,
+                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep
+                  ) -> RoundResult | None:
+    """Follows new checkpoints until training is over; returns the last round.
+
+    Evaluates when the policy allows, and always evaluates the final checkpoint
+    (the one at `max_steps`, or the newest once the chief marks training done),
+    whatever the throttle, so the final model is never skipped.
+    """
+    model_dir = estimator.model_dir
+    if eval_spec.start_delay_secs:
+        logger.info("Evaluator: waiting %ss before the first evaluation.", eval_spec.start_delay_secs)
+        sleep(eval_spec.start_delay_secs)
+    last: EvalRecord | None = None
+    last_round: RoundResult | None = None
+    evaluated: str | None = None
+    while True:
+        done = training_done(model_dir)
+        checkpoint = checkpoints.latest_checkpoint(model_dir)
+        if checkpoint is None or checkpoint == evaluated:
+            if done:
+                return finalize(estimator, eval_spec, last_round, checkpoint)
+            sleep(poll_secs)
+            continue
+        step = checkpoints.global_step_of(checkpoint)
+        final = done or (max_steps is not None and step >= max_steps)
+        if not final and not eval_spec.policy.should_evaluate(last, step, clock()):
+            sleep(poll_secs)
+            continue
+        started = clock()
+        try:
+            last_round = evaluation_round(estimator, eval_spec, checkpoint, final)
+        except (tf.errors.NotFoundError, CheckpointError) as e:
+            # keep_checkpoint_max removed it while we read it: take the newest one instead.
+            logger.info("Evaluator: %s went away (%s); moving to the newest checkpoint.", checkpoint,
+                        str(e).splitlines()[0])
+            continue
+        evaluated, last = checkpoint, EvalRecord(step, started)
+        if final:
+            return last_round

@@ -1,0 +1,95 @@
+"""The parameter-server cluster's plumbing: servers, reachability, and the end-of-job signal.
+
+A parameter server has no training loop of its own, so it needs to be told
+when the job is over. Each ps task holds a small queue; the chief and every
+worker put a token in each ps queue when they finish training. A ps exits once
+it has the chief's token and either every worker's token or a grace period
+has passed (a worker that died will never send one).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import tensorflow as tf
+
+from elastimator.errors import ClusterError
+from elastimator.estimator.run_config import RunConfig, TaskType
+
+logger = logging.getLogger("elastimator")
+CHIEF_TOKEN, WORKER_TOKEN = 0, 1
+WORKER_GRACE_SECS = 60.0
+
+
+def server_config(config: RunConfig) -> tf.compat.v1.ConfigProto:
+    """Enough inter-op threads for every trainer's concurrent requests on a small machine."""
+    return tf.compat.v1.ConfigProto(
+        inter_op_parallelism_threads=max(2, config.num_worker_replicas + 2), allow_soft_placement=True)
+
+
+def start_server(config: RunConfig) -> tf.distribute.Server:
+    """Starts this task's gRPC server; a port that cannot be bound is a clear error."""
+    address = config.cluster_spec.task_address(config.task_type, config.task_id)
+    try:
+        return tf.distribute.Server(
+            config.cluster_spec, job_name=config.task_type, task_index=config.task_id,
+            protocol=config.protocol or "grpc", config=server_config(config), start=True,
+        )
+    except (tf.errors.UnknownError, tf.errors.InternalError, tf.errors.UnavailableError) as e:
+        raise ClusterError(
+            f"{config.task_type} task {config.task_id} could not start its server on {address}: "
+            f"{str(e).splitlines()[0]}. Is the port already in use? Give this task a free port in "
+            "TF_CONFIG's cluster, or stop the process that holds it."
+        ) from e
+
+
+def _done_queue(ps_index: int):
+    with tf.compat.v1.device(f"/job:ps/task:{ps_index}"):
+        return tf.queue.FIFOQueue(
+            1024, tf.int32, shapes=[[]], shared_name=f"elastimator_done_ps{ps_index}", name=f"done_ps{ps_index}")
+
+
+def signal_done(config: RunConfig, target: str) -> None:
+    """Tells every parameter server that this trainer has finished (best effort)."""
+    token = CHIEF_TOKEN if config.is_chief else WORKER_TOKEN
+    with tf.Graph().as_default():
+        enqueues = [_done_queue(i).enqueue(token) for i in range(config.num_ps_replicas)]
+        session_config = tf.compat.v1.ConfigProto(device_filters=["/job:ps", f"/job:{config.task_type}"])
+        try:
+            with tf.compat.v1.Session(target, config=session_config) as session:
+                session.run(enqueues, options=tf.compat.v1.RunOptions(timeout_in_ms=10_000))
+        except tf.errors.OpError as e:
+            logger.warning("Could not tell the parameter servers that training ended: %s", str(e).splitlines()[0])
+
+
+def serve_until_done(server: tf.distribute.Server, config: RunConfig,
+                     worker_grace_secs: float = WORKER_GRACE_SECS) -> None:
+    """Runs a parameter server until the chief (and, within a grace period, the workers) finish."""
+    if config.task_type != TaskType.PS:
+        raise ClusterError(f"serve_until_done is for ps tasks; this task is {config.task_type!r}.")
+    workers = config.num_worker_replicas - 1
+    with tf.Graph().as_default():
+        dequeue = _done_queue(config.task_id).dequeue()
+        session_config = tf.compat.v1.ConfigProto(device_filters=[f"/job:ps/task:{config.task_id}"])
+        with tf.compat.v1.Session(server.target, config=session_config) as session:
+            chief_done, workers_done = False, 0
+            while not chief_done:
+                token = session.run(dequeue)
+                chief_done = token == CHIEF_TOKEN
+                workers_done += token == WORKER_TOKEN
+            logger.info("ps %d: the chief finished; waiting up to %.0fs for %d worker(s).", config.task_id,
+                        worker_grace_secs, workers - workers_done)
+            deadline = time.monotonic() + worker_grace_secs
+            while workers_done < workers:
+                left_ms = int((deadline - time.monotonic()) * 1000)
+                if left_ms <= 0:
+                    logger.warning("ps %d: %d worker(s) did not report the end of training; exiting anyway.",
+                                   config.task_id, workers - workers_done)
+                    break
+                try:
+                    token = session.run(dequeue, options=tf.compat.v1.RunOptions(timeout_in_ms=left_ms))
+                except tf.errors.DeadlineExceededError:
+                    continue
+                workers_done += token == WORKER_TOKEN
+    logger.info("ps %d: training is over; shutting down.", config.task_id)

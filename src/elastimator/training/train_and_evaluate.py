@@ -1,0 +1,131 @@
+"""`train_and_evaluate`: train, evaluate and export, locally or as one role of a cluster."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import tensorflow as tf
+
+from elastimator.errors import ConfigError
+from elastimator.estimator import checkpoints
+from elastimator.estimator.estimator import Estimator
+from elastimator.estimator.run_config import TaskType
+from elastimator.training import evaluator, servers
+from elastimator.training.policies import EvalRecord
+from elastimator.training.specs import EvalSpec, TrainSpec
+
+logger = logging.getLogger("elastimator")
+
+
+class _EvaluateAfterSave(tf.compat.v1.train.CheckpointSaverListener):
+    """Local mode: evaluates (and exports) after checkpoint saves the policy selects, and at the end."""
+
+    def __init__(self, estimator, eval_spec: EvalSpec, max_steps: int | None):
+        self._estimator, self._spec, self._max_steps = estimator, eval_spec, max_steps
+        self._last: EvalRecord | None = None
+        self.last_round: evaluator.RoundResult | None = None
+
+    def _round(self, step: int, final: bool) -> None:
+        started = time.monotonic()
+        checkpoint = checkpoints.latest_checkpoint(self._estimator.model_dir)
+        self.last_round = evaluator.evaluation_round(self._estimator, self._spec, checkpoint, final)
+        self._last = EvalRecord(step, started)
+
+    def after_save(self, session, global_step_value):
+        step = int(global_step_value)
+        if step == 0:  # nothing trained yet
+            return
+        final = self._max_steps is not None and step >= self._max_steps
+        if final or self._spec.policy.should_evaluate(self._last, step, time.monotonic()):
+            self._round(step, final)
+
+    def end(self, session, global_step_value):
+        step = int(global_step_value)
+        if self.last_round is None or self.last_round.step != step:
+            self._round(step, final=True)
+        else:  # evaluated this checkpoint already; at most the final exports are missing
+            checkpoint = checkpoints.latest_checkpoint(self._estimator.model_dir)
+            self.last_round = evaluator.finalize(self._estimator, self._spec, self.last_round, checkpoint)
+
+
+def _check_args(estimator, train_spec, eval_spec) -> None:
+    if not isinstance(estimator, Estimator):
+        raise ConfigError(f"train_and_evaluate: estimator must be an elastimator.Estimator; got "
+                          f"{type(estimator).__name__}.")
+    if not isinstance(train_spec, TrainSpec):
+        raise ConfigError(f"train_and_evaluate: train_spec must be a TrainSpec; got {type(train_spec).__name__}.")
+    if not isinstance(eval_spec, EvalSpec):
+        raise ConfigError(f"train_and_evaluate: eval_spec must be an EvalSpec; got {type(eval_spec).__name__}.")
+
+
+def _run_local(estimator, train_spec: TrainSpec, eval_spec: EvalSpec):
+    config = estimator.config
+    if not (config.save_checkpoints_steps or config.save_checkpoints_secs):
+        raise ConfigError(
+            "train_and_evaluate evaluates after checkpoints, but RunConfig saves none (save_checkpoints_steps "
+            "and save_checkpoints_secs are both None). Set one of them."
+        )
+    listener = _EvaluateAfterSave(estimator, eval_spec, train_spec.max_steps)
+    estimator.train(train_spec.input_fn, hooks=train_spec.hooks, max_steps=train_spec.max_steps,
+                    saving_listeners=list(train_spec.saving_listeners) + [listener])
+    result = listener.last_round
+    if result is None:  # max_steps was already reached: evaluate what is there
+        checkpoint = checkpoints.latest_checkpoint(estimator.model_dir)
+        result = evaluator.evaluation_round(estimator, eval_spec, checkpoint, final=True)
+    return result.metrics, result.export_results
+
+
+def _run_trainer(estimator, train_spec: TrainSpec):
+    config = estimator.config
+    server = servers.start_server(config)
+    if config.is_chief:
+        evaluator.clear_training_done(estimator.model_dir)
+    logger.info("%s %d: training against %d parameter server(s).", config.task_type, config.task_id,
+                config.num_ps_replicas)
+    estimator.train(train_spec.input_fn, hooks=train_spec.hooks, max_steps=train_spec.max_steps,
+                    saving_listeners=train_spec.saving_listeners if config.is_chief else None)
+    if config.is_chief:
+        final = checkpoints.global_step_of(checkpoints.latest_checkpoint(estimator.model_dir))
+        evaluator.mark_training_done(estimator.model_dir, final)
+    if config.num_ps_replicas:
+        servers.signal_done(config, server.target)
+    return None, []
+
+
+def _run_ps(estimator):
+    config = estimator.config
+    server = servers.start_server(config)
+    logger.info("ps %d: serving at %s.", config.task_id, server.target)
+    servers.serve_until_done(server, config)
+    return None, []
+
+
+def _run_evaluator(estimator, train_spec: TrainSpec, eval_spec: EvalSpec):
+    result = evaluator.run_evaluator(estimator, eval_spec, train_spec.max_steps)
+    return (result.metrics, result.export_results) if result else (None, [])
+
+
+def train_and_evaluate(estimator: Estimator, train_spec: TrainSpec, eval_spec: EvalSpec):
+    """Trains, evaluates and exports; what this process does depends on its role in TF_CONFIG.
+
+    * No cluster: trains, evaluates after checkpoints (as `eval_spec.policy` allows),
+      always evaluates the final step, and runs the exporters after each evaluation.
+    * chief / worker: trains against the parameter servers; the chief checkpoints.
+    * ps: serves variables until the chief and workers report the end of training.
+    * evaluator: follows new checkpoints, evaluates, exports; stops after the final one.
+
+    Returns:
+        (metrics, export_results) of the last evaluation this process ran;
+        (None, []) for roles that do not evaluate.
+    """
+    _check_args(estimator, train_spec, eval_spec)
+    config = estimator.config
+    role = config.task_type
+    if role == TaskType.EVALUATOR:
+        return _run_evaluator(estimator, train_spec, eval_spec)
+    if not config.cluster.is_distributed:
+        return _run_local(estimator, train_spec, eval_spec)
+    if role == TaskType.PS:
+        return _run_ps(estimator)
+    return _run_trainer(estimator, train_spec)
