@@ -112,7 +112,9 @@ def run_evaluator(estimator, eval_spec: EvalSpec, max_steps: int | None, *, poll
         started = clock()
         try:
             last_round = evaluation_round(estimator, eval_spec, checkpoint, final)
-        except (tf.errors.NotFoundError, CheckpointError) as e:
+        except (tf.errors.NotFoundError, CheckpointError, ValueError) as e:
+            if checkpoints.exists(checkpoint):
+                raise
             # keep_checkpoint_max removed it while we read it: take the newest one instead.
             logger.info("Evaluator: %s went away (%s); moving to the newest checkpoint.", checkpoint,
                         str(e).splitlines()[0])

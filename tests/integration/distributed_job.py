@@ -1,0 +1,46 @@
+"""One role of a small parameter-server job on iris; the role comes from TF_CONFIG.
+
+Usage: python distributed_job.py MODEL_DIR MAX_STEPS [--early-stop]
+"""
+
+import json
+import logging
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+import numpy as np  # noqa: E402
+from sklearn.datasets import load_iris  # noqa: E402
+
+import elastimator as est  # noqa: E402
+from tests.helpers import linear_model_fn  # noqa: E402
+
+
+def main(model_dir: str, max_steps: int, early_stop: bool) -> None:
+    logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s: %(message)s")
+    x, y = load_iris(return_X_y=True)
+    x, y = x.astype(np.float32), y.astype(np.int32)
+    estimator = est.Estimator(
+        linear_model_fn, model_dir=model_dir, params={"n_classes": 3},
+        config=est.RunConfig(save_checkpoints_steps=25, keep_checkpoint_max=1, log_step_count_steps=50),
+    )
+    hooks = []
+    if early_stop:
+        hooks.append(est.stop_if_lower_hook(estimator, "loss", threshold=100.0, run_every_secs=None,
+                                            run_every_steps=5))
+    receiver = est.export.build_raw_serving_input_receiver_fn({"x": x[:1]})
+    train_spec = est.TrainSpec(
+        est.inputs.numpy_input_fn({"x": x}, y, batch_size=32, num_epochs=None, shuffle=True),
+        max_steps=max_steps, hooks=hooks)
+    eval_spec = est.EvalSpec(
+        est.inputs.numpy_input_fn({"x": x}, y, batch_size=50, num_epochs=1, shuffle=False), steps=None,
+        start_delay_secs=0, throttle_secs=0,
+        exporters=[est.FinalExporter("final", receiver), est.BestExporter("best", receiver)])
+    metrics, exports = est.train_and_evaluate(estimator, train_spec, eval_spec)
+    print("RESULT " + json.dumps({"role": estimator.config.task_type, "metrics": metrics,
+                                  "exports": [p.decode() for p in exports]}), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]), "--early-stop" in sys.argv[3:])

@@ -1,0 +1,89 @@
+"""Parameter-server training across real processes: ps, chief, worker and evaluator on loopback."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.helpers import read_events
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "distributed_job.py")
+
+
+def _free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def _run_cluster(model_dir, max_steps, *extra, timeout=150):
+    ps, chief, worker = (f"127.0.0.1:{p}" for p in _free_ports(3))
+    cluster = {"ps": [ps], "chief": [chief], "worker": [worker]}
+    roles = [("ps", 0), ("chief", 0), ("worker", 0), ("evaluator", 0)]
+    processes, logs = {}, {}
+    started = time.monotonic()
+    try:
+        for role, index in roles:
+            env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": role, "index": index}}),
+                       TF_CPP_MIN_LOG_LEVEL="2")
+            log = open(os.path.join(model_dir, f"{role}.log"), "w+")
+            logs[role] = log
+            processes[role] = subprocess.Popen([sys.executable, JOB, model_dir, str(max_steps), *extra],
+                                               stdout=log, stderr=subprocess.STDOUT, env=env)
+        deadline = started + timeout
+        codes = {role: p.wait(timeout=max(1, deadline - time.monotonic())) for role, p in processes.items()}
+    finally:
+        for p in processes.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    elapsed = time.monotonic() - started
+    output = {}
+    for role, log in logs.items():
+        log.seek(0)
+        output[role] = log.read()
+        log.close()
+    print(f"cluster wall time: {elapsed:.1f}s")
+    return codes, output, elapsed
+
+
+def _result(text):
+    line = next(line for line in text.splitlines() if line.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def test_ps_chief_worker_and_evaluator_all_finish(tmp_path):
+    model_dir = str(tmp_path / "model")
+    os.makedirs(model_dir)
+    codes, output, elapsed = _run_cluster(model_dir, max_steps=200)
+    assert codes == {"ps": 0, "chief": 0, "worker": 0, "evaluator": 0}, {r: o[-2500:] for r, o in output.items()}
+    evaluation = _result(output["evaluator"])
+    assert evaluation["metrics"]["global_step"] >= 200 and evaluation["metrics"]["accuracy"] > 0.8
+    assert len(os.listdir(os.path.join(model_dir, "export", "final"))) == 1
+    assert os.listdir(os.path.join(model_dir, "export", "best"))
+    assert max(step for step, _ in read_events(os.path.join(model_dir, "eval"))["loss"]) >= 200
+    assert "training is over; shutting down" in output["ps"]
+    # Both trainers advanced the shared global step: the worker logged steps too.
+    assert "step " in output["worker"]
+
+
+def test_evaluator_driven_early_stop_reaches_every_worker(tmp_path):
+    model_dir = str(tmp_path / "model")
+    os.makedirs(model_dir)
+    codes, output, elapsed = _run_cluster(model_dir, 1_000_000, "--early-stop")
+    assert codes == {"ps": 0, "chief": 0, "worker": 0, "evaluator": 0}, {r: o[-2500:] for r, o in output.items()}
+    assert "Early stopping at global step" in output["chief"]
+    assert "the chief raised the stop flag" in output["worker"]
+    final = json.load(open(os.path.join(model_dir, "train_done.json")))["global_step"]
+    assert final < 1_000_000
+    print(f"early stopping fired; final global step {final}")
+    assert _result(output["evaluator"])["metrics"]["global_step"] == final
