@@ -60,30 +60,26 @@ class EveryNSteps(EvalPolicy):
 
 
 @dataclasses.dataclass(frozen=True, init=False)
-class AnyOf(EvalPolicy):
-    """Evaluate when any of the policies says so."""
+class _Combined(EvalPolicy):
+    """Several policies, combined by the subclass's rule."""
 
     policies: tuple
 
     def __init__(self, *policies: EvalPolicy):
         if not policies or not all(isinstance(p, EvalPolicy) for p in policies):
-            raise ConfigError(f"AnyOf needs one or more EvalPolicy objects; got {policies!r}.")
+            raise ConfigError(f"{type(self).__name__} needs one or more EvalPolicy objects; got {policies!r}.")
         object.__setattr__(self, "policies", policies)
+
+
+class AnyOf(_Combined):
+    """Evaluate when any of the policies says so."""
 
     def should_evaluate(self, last, step, now):
         return any(p.should_evaluate(last, step, now) for p in self.policies)
 
 
-@dataclasses.dataclass(frozen=True, init=False)
-class AllOf(EvalPolicy):
+class AllOf(_Combined):
     """Evaluate only when every policy says so (e.g. >= 1000 steps and >= 60 s)."""
-
-    policies: tuple
-
-    def __init__(self, *policies: EvalPolicy):
-        if not policies or not all(isinstance(p, EvalPolicy) for p in policies):
-            raise ConfigError(f"AllOf needs one or more EvalPolicy objects; got {policies!r}.")
-        object.__setattr__(self, "policies", policies)
 
     def should_evaluate(self, last, step, now):
         return all(p.should_evaluate(last, step, now) for p in self.policies)
