@@ -45,3 +45,11 @@ class ExportError(ElastimatorError, ValueError):
 
 class ClusterError(ElastimatorError, RuntimeError):
     """A cluster task cannot start, bind its port, or reach the tasks it needs."""
+
+
+class ReaderError(ElastimatorError, ValueError):
+    """Input data cannot be read: missing files, malformed records, a reader that fails."""
+
+
+class ConfError(ElastimatorError, ValueError):
+    """A job conf has an unknown key, a wrong type, or an inconsistent setting."""

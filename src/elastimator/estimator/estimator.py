@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from elastimator.errors import CheckpointError, ConfigError, ModelDirError
+from elastimator.errors import CheckpointError, ConfigError, ModelDirError, ModelFnError
 from elastimator.estimator import (
     calls,
     checkpoints,
@@ -35,7 +35,8 @@ class Estimator:
 
     Args:
         model_fn: `model_fn(features, labels, mode, params, config)` (any subset
-            that includes `features`) returning an `EstimatorSpec`.
+            that includes `features`) returning an `EstimatorSpec`. A subclass may
+            instead define a `model_fn` method and pass nothing.
         model_dir: Directory for checkpoints, events and exports. A temporary
             directory when neither this nor `config.model_dir` is set.
         config: A `RunConfig`.
@@ -51,7 +52,7 @@ class Estimator:
 
     def __init__(
         self,
-        model_fn: Callable,
+        model_fn: Callable | None = None,
         model_dir: str | None = None,
         config: RunConfig | None = None,
         params: Mapping[str, Any] | None = None,
@@ -64,6 +65,11 @@ class Estimator:
         if params is not None and not isinstance(params, Mapping):
             raise ConfigError(f"params must be a dict or None; got {type(params).__name__}.")
         model_dir = _resolve_model_dir(model_dir, config)
+        if model_fn is None:
+            # A subclass may define model_fn(self, features, labels, mode, params) as a method.
+            if type(self).model_fn is Estimator.model_fn:
+                raise ModelFnError("Estimator needs a model_fn, or a subclass that defines a model_fn method.")
+            model_fn = getattr(self, "model_fn")
         calls.check_model_fn(model_fn, params)
         self._model_fn = model_fn
         self._params = dict(params or {})
@@ -86,6 +92,11 @@ class Estimator:
 
     @property
     def config(self) -> RunConfig:
+        return self._config
+
+    @property
+    def run_config(self) -> RunConfig:
+        """The config, under the name DLRover adaptors use (`self.run_config`)."""
         return self._config
 
     @property

@@ -13,6 +13,9 @@ from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.estimator.run_config import RunConfig
 from elastimator.estimator.spec import EstimatorSpec
 
+TRAIN_LOSS_COLLECTION = "elastimator_train_loss"
+"""Graph collection holding the TRAIN EstimatorSpec's loss, for hooks that report it."""
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelGraph:
@@ -86,4 +89,5 @@ def build(
         spec = keras_traps.attach_dangling_updates(spec, graph, model_start, input_ops)
         keras_traps.check_regularization(spec, graph)
         tf.compat.v1.summary.scalar("loss", spec.loss)
+        tf.compat.v1.add_to_collection(TRAIN_LOSS_COLLECTION, spec.loss)
     return ModelGraph(spec=spec, global_step=global_step, features=features, labels=labels, input_hooks=input_hooks)

@@ -1,0 +1,138 @@
+"""`FileReader`: delimited text files (CSV, TSV; plain or gzip), streamed."""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import itertools
+import os
+
+import tensorflow as tf
+
+from elastimator.data.reader import ElasticReader
+from elastimator.errors import ReaderError
+
+_CHUNK = 1 << 20
+
+
+def _expand(path) -> list[str]:
+    patterns = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+    files: list[str] = []
+    for pattern in patterns:
+        pattern = os.fspath(pattern)
+        if tf.io.gfile.isdir(pattern):
+            found = sorted(os.path.join(pattern, f) for f in tf.io.gfile.listdir(pattern)
+                           if not f.startswith(".") and not tf.io.gfile.isdir(os.path.join(pattern, f)))
+        else:
+            found = sorted(tf.io.gfile.glob(pattern))
+        if not found:
+            raise ReaderError(
+                f"FileReader: no file matches {pattern!r} (current directory: {os.getcwd()}). Check the path, "
+                "or give a directory, a glob such as 'data/part-*.csv', or a list of files."
+            )
+        files.extend(found)
+    return files
+
+
+def _is_gzip(path: str) -> bool:
+    return path.endswith(".gz")
+
+
+def _open(path: str):
+    return gzip.open(path, "rb") if _is_gzip(path) else open(path, "rb")
+
+
+def _count_lines(path: str) -> int:
+    """Counts lines by scanning raw bytes in 1 MiB chunks (no decoding, no splitting)."""
+    lines, last = 0, b"\n"
+    with _open(path) as f:
+        while chunk := f.read(_CHUNK):
+            lines += chunk.count(b"\n")
+            last = chunk[-1:]
+    return lines + (last != b"\n")
+
+
+class FileReader(ElasticReader):
+    """Reads delimited text files: one file, a glob, a directory, or a list of those.
+
+    Files are streamed (never loaded whole) and parsed inside the tf.data graph.
+    Files ending in `.gz` are read as gzip.
+
+    Args:
+        path: A file, glob, directory, or list of them.
+        skip_header: Whether every file starts with a header line to skip.
+        field_delim: Field separator; by default tab for .tsv files, else comma.
+
+    Example:
+        >>> FileReader("data/train-*.csv", skip_header=True)
+    """
+
+    def __init__(self, path, skip_header: bool = False, field_delim: str | None = None):
+        super().__init__(path=path)
+        if not isinstance(skip_header, bool):
+            raise ReaderError(f"FileReader: skip_header must be True or False; got {skip_header!r}.")
+        self.skip_header = skip_header
+        self._field_delim = field_delim
+        self._files: list[str] | None = None
+        self._offsets: list[int] | None = None
+
+    def describe(self) -> str:
+        return f"FileReader({self.path!r})"
+
+    @property
+    def files(self) -> list[str]:
+        """The files to read, resolved (and checked) on first use."""
+        if self._files is None:
+            self._files = _expand(self.path)
+        return self._files
+
+    @property
+    def field_delim(self) -> str:
+        if self._field_delim is not None:
+            return self._field_delim
+        first = self.files[0].removesuffix(".gz")
+        return "\t" if first.endswith(".tsv") else ","
+
+    @property
+    def compressed(self) -> bool:
+        gz = {_is_gzip(f) for f in self.files}
+        if len(gz) > 1:
+            raise ReaderError(f"FileReader({self.path!r}): mixes gzip and plain files; use one kind per reader.")
+        return gz.pop()
+
+    def record_counts(self) -> list[int]:
+        """Records per file (header lines excluded)."""
+        return [max(0, _count_lines(f) - self.skip_header) for f in self.files]
+
+    def count_data(self) -> int:
+        counts = self.record_counts()
+        self._offsets = list(itertools.accumulate(counts, initial=0))
+        return self._offsets[-1]
+
+    def read_data_by_index_range(self, start_index: int, end_index: int) -> list[str]:
+        """Records [start_index, end_index) across the files, in file order."""
+        if self._offsets is None:
+            self.count_data()
+        offsets = self._offsets
+        out: list[str] = []
+        index = start_index
+        while index < end_index:
+            file_no = bisect.bisect_right(offsets, index) - 1
+            if file_no >= len(self.files):
+                raise ReaderError(f"{self.describe()}: index {index} is past the last record ({offsets[-1]}).")
+            first = index - offsets[file_no]
+            take = min(end_index, offsets[file_no + 1]) - index
+            with _open(self.files[file_no]) as f:
+                lines = itertools.islice(f, first + self.skip_header, first + self.skip_header + take)
+                out.extend(line.rstrip(b"\r\n").decode("utf-8", "replace") for line in lines)
+            index += take
+        return out
+
+    def first_record(self) -> bytes | None:
+        """The first data line of the first non-empty file (for checks before training)."""
+        for path in self.files:
+            with _open(path) as f:
+                lines = itertools.islice(f, self.skip_header, self.skip_header + 1)
+                for line in lines:
+                    return line.rstrip(b"\r\n")
+        return None

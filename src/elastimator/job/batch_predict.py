@@ -1,0 +1,123 @@
+"""Batch predictions from an exported SavedModel over a delimited file with a header."""
+
+from __future__ import annotations
+
+import csv
+import logging
+import sys
+from typing import Iterator, TextIO
+
+import numpy as np
+import tensorflow as tf
+
+from elastimator.errors import ExportError, ReaderError
+
+logger = logging.getLogger("elastimator")
+
+
+def _signature(saved_model_dir: str, name: str):
+    try:
+        loaded = tf.saved_model.load(saved_model_dir)
+    except (OSError, ValueError, tf.errors.OpError) as e:
+        raise ExportError(f"Cannot load a SavedModel from {saved_model_dir!r}: {str(e).splitlines()[0]}") from e
+    if name not in loaded.signatures:
+        raise ExportError(f"SavedModel {saved_model_dir!r} has no signature {name!r}; it has "
+                          f"{sorted(loaded.signatures)}.")
+    return loaded, loaded.signatures[name]
+
+
+def _batches(reader, size: int) -> Iterator[list[list[str]]]:
+    batch = []
+    for row in reader:
+        batch.append(row)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _column(values: list[str], spec: tf.TensorSpec, name: str, first_line: int):
+    if spec.dtype == tf.string:
+        return tf.constant(values, tf.string)
+    try:
+        array = np.asarray(values, dtype=np.float64 if spec.dtype.is_floating else np.int64)
+    except ValueError:
+        bad = next(i for i, v in enumerate(values) if not _parses(v, spec.dtype))
+        raise ReaderError(f"line {first_line + bad}: input {name!r} = {values[bad]!r} is not a valid "
+                          f"{spec.dtype.name}.") from None
+    return tf.constant(array.astype(spec.dtype.as_numpy_dtype))
+
+
+def _parses(value: str, dtype) -> bool:
+    try:
+        (float if dtype.is_floating else int)(value)
+        return True
+    except ValueError:
+        return False
+
+
+def _flatten(outputs: dict) -> tuple[list[str], list[np.ndarray]]:
+    names, columns = [], []
+    for key in sorted(outputs):
+        value = outputs[key].numpy()
+        value = value.reshape(value.shape[0], -1) if value.ndim > 1 else value.reshape(-1, 1)
+        if value.shape[1] == 1:
+            names.append(key)
+            columns.append(value[:, 0])
+        else:
+            for i in range(value.shape[1]):
+                names.append(f"{key}_{i}")
+                columns.append(value[:, i])
+    return names, columns
+
+
+def _text(value) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return f"{value:.6g}" if isinstance(value, (float, np.floating)) else str(value)
+
+
+def predict_file(saved_model_dir: str, input_path: str, output: TextIO | None = None, batch_size: int = 1024,
+                 field_delim: str = ",", signature: str = "serving_default") -> int:
+    """Writes one CSV row of outputs per input row; returns the number of rows.
+
+    The input's header names the columns; the signature's inputs are taken by
+    name (other columns, such as the label, are ignored).
+    """
+    _, function = _signature(saved_model_dir, signature)
+    input_specs = function.structured_input_signature[1]
+    output = output or sys.stdout
+    try:
+        source = open(input_path, newline="", encoding="utf-8")
+    except OSError as e:
+        raise ReaderError(f"Cannot read --input {input_path!r}: {e.strerror}.") from e
+    with source:
+        reader = csv.reader(source, delimiter=field_delim)
+        header = next(reader, None)
+        if header is None:
+            raise ReaderError(f"--input {input_path!r} is empty; expected a header line and rows.")
+        missing = sorted(set(input_specs) - set(header))
+        if missing:
+            raise ReaderError(f"--input {input_path!r} lacks column(s) {missing} that the model takes; its header "
+                              f"has {header}.")
+        ignored = sorted(set(header) - set(input_specs))
+        if ignored:
+            logger.info("Ignoring input column(s) the model does not take: %s", ", ".join(ignored))
+        index = {name: header.index(name) for name in input_specs}
+        writer = csv.writer(output)
+        rows, line = 0, 2
+        for batch in _batches(reader, batch_size):
+            for offset, row in enumerate(batch):
+                if len(row) != len(header):
+                    raise ReaderError(f"line {line + offset}: expected {len(header)} fields, got {len(row)}.")
+            inputs = {name: _column([row[index[name]] for row in batch], spec, name, line)
+                      for name, spec in input_specs.items()}
+            names, columns = _flatten(function(**inputs))
+            if rows == 0:
+                writer.writerow(names)
+            for values in zip(*columns):
+                writer.writerow([_text(v) for v in values])
+            rows += len(batch)
+            line += len(batch)
+    return rows

@@ -1,0 +1,305 @@
+"""Job confs: a plain Python class or module that declares a whole training job.
+
+`load_conf("pkg.module.Class")`, `load_conf("path/to/conf.py")` or
+`load_conf("path/to/conf.py:Class")` imports it; `JobConf.from_object` checks it
+as a whole — unknown keys, wrong types, inconsistent settings — before anything
+runs. docs/conf-reference.md documents every key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+import types
+from typing import Any, Callable, Mapping
+
+from elastimator.data.dataset import DataSetSpec
+from elastimator.data.file_reader import FileReader
+from elastimator.errors import ConfError
+from elastimator.estimator.estimator import Estimator
+from elastimator.training.exporters import BestExporter, Exporter, FinalExporter, LatestExporter, loss_smaller
+
+_EXPORTER_TYPES = ("final", "latest", "best")
+DATASET_KEYS = {
+    "reader": "a FileReader, ElasticReader or iterator reader",
+    "path": "shorthand for reader=FileReader(path)",
+    "columns": "a list of Column",
+    "batch_size": "int > 0",
+    "epoch": "int > 0 or None",
+    "field_delim": "one character",
+    "shuffle": "bool",
+    "shuffle_buffer_size": "int > 0",
+    "max_bad_records": "int >= 0",
+    "skip_header": "bool (with 'path')",
+}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExporterConf:
+    """Which SavedModels the job writes to <model_dir>/export/<name>/."""
+
+    type: str = "final"
+    """"final" (once, at the end), "latest" (after each evaluation) or "best" (when the metric improves)."""
+    name: str | None = None
+    """Directory name under export/ (default: the type)."""
+    exports_to_keep: int | None = 5
+    """How many exports "latest" and "best" keep."""
+    compare_fn: Callable = loss_smaller
+    """For "best": compare_fn(best_eval_result, current_eval_result) -> True when current is better."""
+
+    def build(self, serving_input_receiver_fn) -> Exporter:
+        name = self.name or self.type
+        if self.type == "final":
+            return FinalExporter(name, serving_input_receiver_fn)
+        if self.type == "latest":
+            return LatestExporter(name, serving_input_receiver_fn, exports_to_keep=self.exports_to_keep)
+        return BestExporter(name, serving_input_receiver_fn, compare_fn=self.compare_fn,
+                            exports_to_keep=self.exports_to_keep)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JobConf:
+    """A validated job conf. Build it with `JobConf.from_object(conf_class_or_module)`."""
+
+    classifier_class: Any
+    """A model_fn, or an Estimator subclass that defines model_fn(self, features, labels, mode, params)."""
+    train_set: DataSetSpec
+    """Training data: reader, columns and batching."""
+    eval_set: DataSetSpec | None = None
+    """Evaluation data; without it the job trains and exports without evaluating."""
+    model_dir: str | None = None
+    """Where checkpoints, events and exports go (a temporary directory when unset)."""
+    params: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """Hyperparameters passed to model_fn."""
+    batch_size: int | None = None
+    """Default batch size for data sets that do not set one (else 128)."""
+    max_steps: int | None = None
+    """Stop training at this global step (None: when the training data ends)."""
+    save_steps: int | None = None
+    """Checkpoint every N steps (exclusive with save_secs)."""
+    save_secs: int | None = None
+    """Checkpoint every N seconds (600 when neither is set)."""
+    keep_checkpoint_max: int = 5
+    """Newest checkpoints to keep."""
+    log_steps: int = 100
+    """Log (and update the progress bar) every N steps; also the summary frequency."""
+    eval_steps: int | None = None
+    """Batches per evaluation (None: the whole eval set)."""
+    eval_every_steps: int | None = None
+    """Evaluate when this many steps passed since the last evaluation (at checkpoints)."""
+    eval_throttle_secs: int = 0
+    """At least this many seconds between evaluations (0: after every checkpoint)."""
+    eval_start_delay_secs: int = 0
+    """A distributed evaluator waits this long before its first evaluation."""
+    exporter: ExporterConf = dataclasses.field(default_factory=ExporterConf)
+    """"final", "latest", "best", a dict of ExporterConf fields, or an Exporter."""
+    tf_random_seed: int | None = None
+    """Seed for the graph and Keras initializers."""
+    name: str = "job"
+    """The conf's name (set by load_conf)."""
+
+    @classmethod
+    def from_object(cls, conf: Any, name: str | None = None) -> "JobConf":
+        """Validates a conf class, module, instance or dict as a whole.
+
+        Raises:
+            ConfError: naming the key, what it expected and what it got.
+        """
+        raw = _settings(conf)
+        known = {f.name for f in dataclasses.fields(cls) if f.name != "name"}
+        unknown = sorted(set(raw) - known)
+        if unknown:
+            hints = []
+            for key in unknown:
+                close = difflib.get_close_matches(key, known, n=1)
+                hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            raise ConfError(f"conf: unknown key(s) {', '.join(hints)}. Known keys: {', '.join(sorted(known))}.")
+        for key in ("classifier_class", "train_set"):
+            if key not in raw:
+                raise ConfError(f"conf: {key!r} is required.")
+        _check_classifier(raw["classifier_class"])
+        for key in ("batch_size", "max_steps", "save_steps", "save_secs", "eval_steps", "eval_every_steps",
+                    "tf_random_seed"):
+            _check_int(key, raw.get(key), allow_none=True, minimum=0 if key == "tf_random_seed" else 1)
+        for key in ("keep_checkpoint_max", "log_steps", "eval_throttle_secs", "eval_start_delay_secs"):
+            if key in raw:
+                _check_int(key, raw[key], allow_none=False, minimum=0 if key != "log_steps" else 1)
+        if raw.get("save_steps") and raw.get("save_secs"):
+            raise ConfError(f"conf: save_steps ({raw['save_steps']}) and save_secs ({raw['save_secs']}) are "
+                            "exclusive; set one.")
+        if "model_dir" in raw and raw["model_dir"] is not None and not isinstance(raw["model_dir"], (str, os.PathLike)):
+            raise ConfError(f"conf: 'model_dir' expected a path string; got {raw['model_dir']!r}.")
+        if "params" in raw and not isinstance(raw["params"], Mapping):
+            raise ConfError(f"conf: 'params' expected a dict; got {type(raw['params']).__name__}.")
+        batch_size = raw.get("batch_size")
+        values = dict(raw)
+        values["train_set"] = _dataset("train_set", raw["train_set"], batch_size, need_label=True)
+        if raw.get("eval_set") is not None:
+            values["eval_set"] = _dataset("eval_set", raw["eval_set"], batch_size, need_label=True)
+            _check_same_features(values["train_set"], values["eval_set"])
+        if "exporter" in raw:
+            values["exporter"] = _exporter(raw["exporter"])
+        if values.get("model_dir") is not None:
+            values["model_dir"] = os.fspath(values["model_dir"])
+        values["params"] = dict(raw.get("params") or {})
+        return cls(name=name or getattr(conf, "__name__", "job"), **values)
+
+
+def _settings(conf: Any) -> dict[str, Any]:
+    """A conf's settings: public attributes that are not imports, functions or classes (unless known keys)."""
+    if isinstance(conf, Mapping):
+        return dict(conf)
+    if isinstance(conf, types.ModuleType):
+        items = vars(conf).items()
+    elif inspect.isclass(conf):
+        items = ((k, v) for klass in reversed(conf.__mro__[:-1]) for k, v in vars(klass).items())
+    else:
+        items = ((k, getattr(conf, k)) for k in dir(conf))
+    settings = {}
+    for key, value in items:
+        if key.startswith("_"):
+            continue
+        if key in ("classifier_class", "exporter"):
+            settings[key] = value
+        elif isinstance(value, types.ModuleType) or inspect.isclass(value) or inspect.isroutine(value) \
+                or isinstance(value, (classmethod, staticmethod, property)):
+            continue
+        else:
+            settings[key] = value
+    return settings
+
+
+def _check_int(key: str, value, allow_none: bool, minimum: int) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        expected = f"int >= {minimum}" + (" or None" if allow_none else "")
+        raise ConfError(f"conf: {key!r} expected {expected}; got {type(value).__name__} {value!r}.")
+
+
+def _check_classifier(value) -> None:
+    if inspect.isclass(value):
+        if not issubclass(value, Estimator):
+            raise ConfError(
+                f"conf: 'classifier_class' is the class {value.__name__}, which is not an elastimator.Estimator "
+                "subclass. Subclass elastimator.Estimator and define model_fn(self, features, labels, mode, "
+                "params), or set classifier_class to a model_fn function."
+            )
+        if value.model_fn is Estimator.model_fn:
+            raise ConfError(f"conf: 'classifier_class' {value.__name__} defines no model_fn method.")
+        return
+    if not callable(value):
+        raise ConfError(f"conf: 'classifier_class' expected a model_fn or an Estimator subclass; got {value!r}.")
+
+
+def _dataset(key: str, value, batch_size: int | None, need_label: bool) -> DataSetSpec:
+    if isinstance(value, DataSetSpec):
+        return value
+    if not isinstance(value, Mapping):
+        raise ConfError(f"conf: {key!r} expected a dict with 'reader' and 'columns'; got {type(value).__name__}.")
+    unknown = sorted(set(value) - set(DATASET_KEYS))
+    if unknown:
+        raise ConfError(f"conf: {key} has unknown key(s) {unknown}; expected some of {sorted(DATASET_KEYS)}.")
+    entries = dict(value)
+    if "reader" in entries and "path" in entries:
+        raise ConfError(f"conf: {key} sets both 'reader' and 'path'; set one.")
+    if "path" in entries:
+        entries["reader"] = FileReader(entries.pop("path"), skip_header=entries.pop("skip_header", False))
+    elif "skip_header" in entries:
+        raise ConfError(f"conf: {key}['skip_header'] only applies with 'path'; pass it to FileReader(...) instead.")
+    if "reader" not in entries or "columns" not in entries:
+        raise ConfError(f"conf: {key} needs 'reader' (or 'path') and 'columns'.")
+    entries.setdefault("batch_size", batch_size or 128)
+    try:
+        return DataSetSpec(name=key, need_label=need_label, **entries)
+    except ConfError:
+        raise
+    except (TypeError, ValueError) as e:
+        raise ConfError(f"conf: {key}: {e}") from e
+
+
+def _check_same_features(train: DataSetSpec, evaluation: DataSetSpec) -> None:
+    def shape(spec):
+        return [(c.name, c.dtype.name, c.is_label, c.is_sparse) for c in spec.columns]
+
+    if shape(train) != shape(evaluation):
+        raise ConfError(
+            "conf: eval_set columns differ from train_set columns; the model sees both, so they must match "
+            f"(names, dtypes, label, sparse). train_set: {shape(train)}; eval_set: {shape(evaluation)}."
+        )
+
+
+def _exporter(value) -> ExporterConf | Exporter:
+    if isinstance(value, (ExporterConf, Exporter)):
+        return value
+    if isinstance(value, str):
+        value = {"type": value}
+    if not isinstance(value, Mapping):
+        raise ConfError(f"conf: 'exporter' expected one of {_EXPORTER_TYPES}, a dict, or an Exporter; got {value!r}.")
+    fields = {f.name for f in dataclasses.fields(ExporterConf)}
+    unknown = sorted(set(value) - fields)
+    if unknown:
+        raise ConfError(f"conf: exporter has unknown key(s) {unknown}; expected some of {sorted(fields)}.")
+    if value.get("type", "final") not in _EXPORTER_TYPES:
+        raise ConfError(f"conf: exporter type expected one of {_EXPORTER_TYPES}; got {value.get('type')!r}.")
+    keep = value.get("exports_to_keep", 5)
+    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep <= 0):
+        raise ConfError(f"conf: exporter 'exports_to_keep' expected int > 0 or None; got {keep!r}.")
+    if "compare_fn" in value:
+        BestExporter(serving_input_receiver_fn=lambda: None, compare_fn=value["compare_fn"])  # checks it
+    return ExporterConf(**value)
+
+
+def load_conf(target: str) -> JobConf:
+    """Imports and validates a conf: "module.Class", "module", "file.py" or "file.py:Class".
+
+    Raises:
+        ConfError: when it cannot be imported or is invalid.
+    """
+    obj, name = _import(target)
+    return JobConf.from_object(obj, name=name)
+
+
+def _import(target: str):
+    path, _, attr = target.partition(":")
+    if path.endswith(".py"):
+        if not os.path.isfile(path):
+            raise ConfError(f"conf file {path!r} does not exist (current directory: {os.getcwd()}).")
+        module_name = f"elastimator_conf_{abs(hash(os.path.abspath(path)))}"
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+        try:
+            spec.loader.exec_module(module)
+        except Exception as e:  # noqa: BLE001 - a user's conf failed to import: say so once, clearly
+            raise ConfError(f"conf file {path!r} failed to import: {type(e).__name__}: {e}") from e
+        if not attr:
+            return module, os.path.splitext(os.path.basename(path))[0]
+        if not hasattr(module, attr):
+            raise ConfError(f"conf file {path!r} has no {attr!r}.")
+        return getattr(module, attr), attr
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.import_module(target), target
+    except ModuleNotFoundError as e:
+        if e.name is None or not target.startswith(e.name):
+            raise ConfError(f"conf {target!r} failed to import: {e}") from e
+        module_name, _, attr = target.rpartition(".")
+    except Exception as e:  # noqa: BLE001
+        raise ConfError(f"conf {target!r} failed to import: {type(e).__name__}: {e}") from e
+    try:
+        module = importlib.import_module(module_name) if module_name else None
+    except Exception as e:  # noqa: BLE001
+        raise ConfError(f"conf {target!r}: module {module_name!r} failed to import: {type(e).__name__}: {e}") from e
+    if module is None or not hasattr(module, attr):
+        raise ConfError(
+            f"conf {target!r} not found. Expected 'package.module.ConfClass', 'path/to/conf.py' or "
+            "'path/to/conf.py:ConfClass'."
+        )
+    return getattr(module, attr), attr

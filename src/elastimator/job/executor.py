@@ -1,0 +1,129 @@
+"""The executor: a validated JobConf plus this process's role -> a running job.
+
+It builds the input_fns from the data sets, the Estimator from
+`classifier_class`, checkpoint and export settings from the conf, and calls
+`train_and_evaluate` (every role of a cluster runs the same code; TF_CONFIG
+decides what it does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+import os
+from typing import Any, Mapping, Sequence
+
+import tensorflow as tf
+
+from elastimator.data.dataset import DataSetInput, serving_input_receiver_fn
+from elastimator.estimator import checkpoints
+from elastimator.estimator.estimator import Estimator
+from elastimator.estimator.run_config import RunConfig, TaskType
+from elastimator.job.conf import ExporterConf, JobConf
+from elastimator.job.progress import ProgressHook
+from elastimator.training.exporters import Exporter
+from elastimator.training.policies import EveryNSeconds, EveryNSteps
+from elastimator.training.specs import EvalSpec, TrainSpec
+from elastimator.training.train_and_evaluate import train_and_evaluate
+
+logger = logging.getLogger("elastimator")
+
+
+@dataclasses.dataclass(frozen=True)
+class JobResult:
+    """What a job left behind."""
+
+    model_dir: str
+    global_step: int
+    metrics: Mapping[str, Any] | None
+    exports: Sequence[str]
+    bad_records: Mapping[str, int]
+
+
+def run_config(conf: JobConf, tf_config: Mapping | None = None) -> RunConfig:
+    return RunConfig(
+        model_dir=conf.model_dir,
+        tf_random_seed=conf.tf_random_seed,
+        save_summary_steps=conf.log_steps,
+        log_step_count_steps=conf.log_steps,
+        keep_checkpoint_max=conf.keep_checkpoint_max,
+        **({"save_checkpoints_steps": conf.save_steps} if conf.save_steps else {}),
+        **({"save_checkpoints_secs": conf.save_secs} if conf.save_secs else {}),
+        tf_config=tf_config,
+    )
+
+
+def build_estimator(conf: JobConf, config: RunConfig) -> Estimator:
+    """The conf's classifier: an Estimator subclass instance, or an Estimator over a model_fn."""
+    params = dict(conf.params) or None
+    if inspect.isclass(conf.classifier_class):
+        return conf.classifier_class(model_dir=config.model_dir, config=config, params=params)
+    return Estimator(conf.classifier_class, model_dir=config.model_dir, config=config, params=params)
+
+
+def build_exporter(conf: JobConf) -> Exporter:
+    if isinstance(conf.exporter, Exporter):
+        return conf.exporter
+    exporter: ExporterConf = conf.exporter
+    return exporter.build(serving_input_receiver_fn(conf.train_set.columns))
+
+
+def _total_steps(conf: JobConf, train: DataSetInput) -> int | None:
+    if conf.max_steps:
+        return conf.max_steps
+    spec = train.spec
+    reader = spec.reader
+    if spec.epoch is None or not hasattr(reader, "data_nums"):
+        return None
+    per_epoch = -(-reader.data_nums // spec.batch_size)
+    return per_epoch * spec.epoch
+
+
+def _raise_input_failure(inputs: Sequence[DataSetInput], error: tf.errors.OpError):
+    for data in inputs:
+        if data.failure is not None:
+            raise data.failure from None
+    raise error
+
+
+def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: bool = True,
+            extra_hooks: Sequence = ()) -> JobResult:
+    """Runs this process's part of the job described by `conf`."""
+    config = run_config(conf, tf_config)
+    estimator = build_estimator(conf, config)
+    train = DataSetInput(conf.train_set)
+    evaluation = DataSetInput(conf.eval_set) if conf.eval_set is not None else None
+    inputs = [d for d in (train, evaluation) if d is not None]
+    if config.task_type != TaskType.PS:
+        for data in inputs:
+            data.check()
+    hooks = list(extra_hooks)
+    if show_progress and config.is_chief:
+        hooks.append(ProgressHook(_total_steps(conf, train)))
+    exporter = build_exporter(conf)
+    metrics, exports = None, []
+    try:
+        if evaluation is None:
+            estimator.train(train, hooks=hooks, max_steps=conf.max_steps)
+            checkpoint = estimator.latest_checkpoint()
+            path = exporter.export(estimator, os.path.join(estimator.model_dir, "export", exporter.name),
+                                   checkpoint, {"global_step": checkpoints.global_step_of(checkpoint)}, True)
+            exports = [path] if path else []
+        else:
+            policy = EveryNSeconds(conf.eval_throttle_secs)
+            if conf.eval_every_steps:
+                policy = EveryNSteps(conf.eval_every_steps) if not conf.eval_throttle_secs else \
+                    EveryNSteps(conf.eval_every_steps) | policy
+            metrics, exports = train_and_evaluate(
+                estimator,
+                TrainSpec(train, max_steps=conf.max_steps, hooks=hooks),
+                EvalSpec(evaluation, steps=conf.eval_steps, exporters=[exporter], policy=policy,
+                         start_delay_secs=conf.eval_start_delay_secs, throttle_secs=conf.eval_throttle_secs),
+            )
+    except tf.errors.OpError as error:
+        _raise_input_failure(inputs, error)
+    step = checkpoints.global_step_of(estimator.latest_checkpoint())
+    bad = {d.spec.name: d.tally.count for d in inputs}
+    return JobResult(model_dir=estimator.model_dir, global_step=step, metrics=metrics,
+                     exports=[p.decode() if isinstance(p, bytes) else p for p in exports], bad_records=bad)

@@ -1,0 +1,83 @@
+"""What a model_dir holds: checkpoints, the last evaluation, exports — as data and as text."""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import json
+import os
+from typing import Mapping
+
+import tensorflow as tf
+
+from elastimator.errors import ModelDirError
+from elastimator.estimator import checkpoints
+from elastimator.training.exporters import exports_in, read_eval_events
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelDirSummary:
+    model_dir: str
+    checkpoints: list[tuple[int, str]]
+    evaluations: dict[str, dict]
+    """eval dir name -> the metrics of its newest evaluation."""
+    exports: dict[str, list[str]]
+    training_done: dict | None
+
+
+def inspect_model_dir(model_dir: str) -> ModelDirSummary:
+    """Reads a model_dir without touching it.
+
+    Raises:
+        ModelDirError: when it does not exist or is not a directory.
+    """
+    if not tf.io.gfile.isdir(model_dir):
+        raise ModelDirError(f"model_dir {model_dir!r} does not exist or is not a directory.")
+    found = [(checkpoints.global_step_of(p), p) for p in checkpoints.all_checkpoints(model_dir) if checkpoints.exists(p)]
+    evaluations = {}
+    for eval_dir in sorted(glob.glob(os.path.join(model_dir, "eval*"))):
+        results = read_eval_events(os.path.join(eval_dir, "*.tfevents.*"))
+        if results:
+            evaluations[os.path.basename(eval_dir)] = results[max(results)]
+    exports = {os.path.basename(d): exports_in(d) for d in sorted(glob.glob(os.path.join(model_dir, "export", "*")))}
+    done_path = os.path.join(model_dir, "train_done.json")
+    done = json.load(open(done_path)) if os.path.exists(done_path) else None
+    return ModelDirSummary(model_dir, found, evaluations, {k: v for k, v in exports.items() if v}, done)
+
+
+def table(rows: list[tuple[str, str]]) -> str:
+    """Two aligned columns."""
+    if not rows:
+        return ""
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows)
+
+
+def _number(value) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def metrics_rows(metrics: Mapping) -> list[tuple[str, str]]:
+    return [(k, _number(v)) for k, v in sorted(metrics.items()) if k != "global_step"]
+
+
+def render(summary: ModelDirSummary) -> str:
+    lines = [f"model_dir: {summary.model_dir}"]
+    if summary.checkpoints:
+        steps = ", ".join(str(step) for step, _ in summary.checkpoints)
+        lines += [f"checkpoints ({len(summary.checkpoints)}): steps {steps}",
+                  f"latest checkpoint: {summary.checkpoints[-1][1]}"]
+    else:
+        lines.append("checkpoints: none")
+    if summary.training_done:
+        lines.append(f"training finished at step {summary.training_done['global_step']}")
+    for name, metrics in summary.evaluations.items():
+        lines.append(f"last evaluation ({name}/, step {metrics.get('global_step')}):")
+        lines.append(table(metrics_rows(metrics)))
+    if not summary.evaluations:
+        lines.append("evaluations: none")
+    for name, paths in summary.exports.items():
+        lines.append(f"exports '{name}' ({len(paths)}): newest {paths[-1]}")
+    if not summary.exports:
+        lines.append("exports: none")
+    return "\n".join(lines)

@@ -1,0 +1,96 @@
+"""Training progress for people: a live bar on a terminal, periodic lines otherwise."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import TextIO
+
+import tensorflow as tf
+
+from elastimator.estimator.model_graph import TRAIN_LOSS_COLLECTION
+
+logger = logging.getLogger("elastimator")
+_BAR = 24
+
+
+def format_duration(seconds: float) -> str:
+    seconds = int(max(0, seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+def progress_line(step: int, total: int | None, rate: float, loss: float | None, width: int = _BAR) -> str:
+    """One status line, e.g. `step 1200/5000 [#####.....]  24% 85.3 steps/s loss 0.4120 ETA 0:00:44`."""
+    parts = [f"step {step}" + (f"/{total}" if total else "")]
+    if total:
+        done = min(1.0, step / total)
+        filled = int(done * width)
+        parts.append(f"[{'#' * filled}{'.' * (width - filled)}] {done:4.0%}")
+    parts.append(f"{rate:.1f} steps/s")
+    if loss is not None:
+        parts.append(f"loss {loss:.4f}")
+    if total and rate > 0:
+        parts.append(f"ETA {format_duration((total - step) / rate)}")
+    return " ".join(parts)
+
+
+class ProgressHook(tf.compat.v1.train.SessionRunHook):
+    """Shows step, loss, steps/s and ETA.
+
+    On a terminal the line is redrawn in place (at most 4 times a second);
+    elsewhere (CI logs, files) one line is written every `every_secs` seconds.
+    """
+
+    def __init__(self, total_steps: int | None, stream: TextIO | None = None, every_secs: float = 10.0):
+        self._total = total_steps
+        self._stream = stream or sys.stderr
+        self._tty = bool(getattr(self._stream, "isatty", lambda: False)())
+        self._every = 0.25 if self._tty else every_secs
+        self._start_step: int | None = None
+        self._last_loss: float | None = None
+        self._start = self._last_shown = 0.0
+        self.last_line = ""
+
+    def begin(self):
+        self._step = tf.compat.v1.train.get_global_step()
+        losses = tf.compat.v1.get_collection(TRAIN_LOSS_COLLECTION)
+        self._fetches = {"step": self._step, "loss": losses[0]} if losses else {"step": self._step}
+
+    def after_create_session(self, session, coord):
+        self._start = time.perf_counter()
+
+    def before_run(self, run_context):
+        return tf.compat.v1.train.SessionRunArgs(self._fetches)
+
+    def after_run(self, run_context, run_values):
+        step = int(run_values.results["step"])
+        self._last_loss = run_values.results.get("loss")
+        now = time.perf_counter()
+        if self._start_step is None:
+            self._start_step, self._start = step, now
+            return
+        if now - self._last_shown < self._every:
+            return
+        self._show(step, now)
+
+    def _show(self, step: int, now: float) -> None:
+        self._last_shown = now
+        rate = (step - self._start_step) / max(now - self._start, 1e-9)
+        loss = None if self._last_loss is None else float(self._last_loss)
+        self.last_line = progress_line(step, self._total, rate, loss)
+        if self._tty:
+            self._stream.write("\r" + self.last_line + "\033[K")
+            self._stream.flush()
+        else:
+            self._stream.write(self.last_line + "\n")
+            self._stream.flush()
+
+    def end(self, session):
+        step = int(session.run(self._step))
+        if self._start_step is not None:
+            self._show(step, time.perf_counter())
+        if self._tty:
+            self._stream.write("\n")
+            self._stream.flush()

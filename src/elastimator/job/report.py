@@ -1,0 +1,66 @@
+"""`elastimator report`: a PNG of training loss and evaluation metrics over steps."""
+
+from __future__ import annotations
+
+import glob
+import os
+
+from elastimator.errors import ModelDirError
+from elastimator.training.exporters import read_eval_events
+
+
+def _series(pattern: str) -> dict[str, list[tuple[int, float]]]:
+    series: dict[str, list[tuple[int, float]]] = {}
+    for step, values in sorted(read_eval_events(pattern).items()):
+        for tag, value in values.items():
+            if tag != "global_step":
+                series.setdefault(tag, []).append((step, value))
+    return series
+
+
+def write_report(model_dir: str, output: str | None = None) -> str:
+    """Plots `loss` (and steps/s) from training events and every eval metric; returns the PNG path.
+
+    Raises:
+        ModelDirError: when model_dir has no training events.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    train = _series(os.path.join(model_dir, "events.out.tfevents.*"))
+    if "loss" not in train:
+        raise ModelDirError(f"{model_dir!r} has no training events with a 'loss'; train a model there first.")
+    evaluations = {os.path.basename(d): _series(os.path.join(d, "events.out.tfevents.*"))
+                   for d in sorted(glob.glob(os.path.join(model_dir, "eval*")))}
+    eval_metrics = sorted({m for series in evaluations.values() for m in series} - {"loss"})
+    panels = 1 + len(eval_metrics)
+    columns = min(3, panels)
+    rows = -(-panels // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(5 * columns, 3.6 * rows), squeeze=False)
+    flat = axes.ravel()
+    steps, values = zip(*train["loss"])
+    flat[0].plot(steps, values, label="train loss", linewidth=1)
+    for name, series in evaluations.items():
+        if "loss" in series:
+            flat[0].plot(*zip(*series["loss"]), marker="o", label=f"{name} loss")
+    flat[0].set_title("loss")
+    flat[0].legend()
+    for axis, metric in zip(flat[1:], eval_metrics):
+        for name, series in evaluations.items():
+            if metric in series:
+                axis.plot(*zip(*series[metric]), marker="o", label=name)
+        axis.set_title(metric)
+        axis.legend()
+    for axis in flat:
+        axis.set_xlabel("global step")
+        axis.grid(alpha=0.3)
+    for axis in flat[panels:]:
+        axis.set_visible(False)
+    figure.suptitle(os.path.abspath(model_dir), fontsize=9)
+    figure.tight_layout()
+    output = output or os.path.join(model_dir, "report.png")
+    figure.savefig(output, dpi=100)
+    plt.close(figure)
+    return output
