@@ -13,9 +13,11 @@ _prefer_tf_keras()
 
 # pylint: disable=wrong-import-position
 from elastimator import experimental, export, inputs
+from elastimator.data import Column, ElasticReader, FileReader
 from elastimator.errors import (
     CheckpointError,
     ClusterError,
+    ConfError,
     ConfigError,
     ElastimatorError,
     ExportError,
@@ -23,6 +25,7 @@ from elastimator.errors import (
     ModelDirError,
     ModelFnError,
     NanLossError,
+    ReaderError,
 )
 from elastimator.estimator.estimator import Estimator
 from elastimator.estimator.mode_keys import ModeKeys
@@ -50,7 +53,10 @@ __all__ = [
     "BestExporter",
     "CheckpointError",
     "ClusterError",
+    "Column",
+    "ConfError",
     "ConfigError",
+    "ElasticReader",
     "ElastimatorError",
     "Estimator",
     "EstimatorSpec",
@@ -60,6 +66,7 @@ __all__ = [
     "EveryNSteps",
     "ExportError",
     "Exporter",
+    "FileReader",
     "FinalExporter",
     "InputFnError",
     "LatestExporter",
@@ -67,6 +74,7 @@ __all__ = [
     "ModelDirError",
     "ModelFnError",
     "NanLossError",
+    "ReaderError",
     "ResetMetricsHook",
     "RunConfig",
     "TaskType",

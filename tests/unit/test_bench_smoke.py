@@ -21,3 +21,15 @@ def test_engine_benchmark_writes_its_results(tmp_path, monkeypatch):
     assert saved["ratio_estimator_over_tf_function"] == pytest.approx(result["ratio_estimator_over_tf_function"])
     assert "Ratio estimator / tf.function" in (tmp_path / "engine_train.md").read_text()
     sys.modules.pop("engine_train", None)
+
+
+@pytest.mark.slow
+def test_reader_benchmark_writes_its_results(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
+    import reader_throughput
+
+    result = reader_throughput.main(["--rows", "2000", "--runs", "1", "--out", str(tmp_path)])
+    saved = json.loads((tmp_path / "reader_throughput.json").read_text())
+    assert set(saved["median_records_per_sec"]) == {"file_reader", "csv_dataset"}
+    assert saved["ratio_file_reader_over_csv_dataset"] == pytest.approx(result["ratio_file_reader_over_csv_dataset"])
+    sys.modules.pop("reader_throughput", None)

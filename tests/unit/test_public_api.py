@@ -13,18 +13,20 @@ def test_every_public_name_imports():
 
 
 def test_public_names_are_exactly_the_curated_list():
-    assert sorted(elastimator.__all__) == [
-        "AllOf", "AnyOf", "BestExporter", "CheckpointError", "ClusterError", "ConfigError", "ElastimatorError",
-        "Estimator", "EstimatorSpec", "EvalPolicy", "EvalSpec", "EveryNSeconds", "EveryNSteps", "ExportError",
-        "Exporter", "FinalExporter", "InputFnError", "LatestExporter", "ModeKeys", "ModelDirError", "ModelFnError",
-        "NanLossError", "ResetMetricsHook", "RunConfig", "TaskType", "TrainSpec", "VocabInfo", "WarmStartSettings",
-        "add_metrics", "experimental", "export", "inputs", "make_early_stopping_hook", "stop_if_higher_hook",
-        "stop_if_lower_hook", "stop_if_no_decrease_hook", "stop_if_no_increase_hook", "train_and_evaluate",
-    ]
+    assert sorted(elastimator.__all__) == sorted([
+        "AllOf", "AnyOf", "BestExporter", "CheckpointError", "ClusterError", "Column", "ConfError", "ConfigError",
+        "ElasticReader", "ElastimatorError", "Estimator", "EstimatorSpec", "EvalPolicy", "EvalSpec",
+        "EveryNSeconds", "EveryNSteps", "ExportError", "Exporter", "FileReader", "FinalExporter", "InputFnError",
+        "LatestExporter", "ModeKeys", "ModelDirError", "ModelFnError", "NanLossError", "ReaderError",
+        "ResetMetricsHook", "RunConfig", "TaskType", "TrainSpec", "VocabInfo", "WarmStartSettings", "add_metrics",
+        "experimental", "export", "inputs", "make_early_stopping_hook", "stop_if_higher_hook", "stop_if_lower_hook",
+        "stop_if_no_decrease_hook", "stop_if_no_increase_hook", "train_and_evaluate",
+    ])
 
 
 def test_errors_share_one_base_and_keep_tf_estimator_builtin_types():
-    for name in ("CheckpointError", "ConfigError", "ExportError", "InputFnError", "ModelDirError", "ModelFnError"):
+    for name in ("CheckpointError", "ConfError", "ConfigError", "ExportError", "InputFnError", "ModelDirError",
+                 "ModelFnError", "ReaderError"):
         cls = getattr(elastimator, name)
         assert issubclass(cls, elastimator.ElastimatorError) and issubclass(cls, ValueError)
     for name in ("NanLossError", "ClusterError"):

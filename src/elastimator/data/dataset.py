@@ -65,7 +65,10 @@ class DataSetSpec:
             raise ConfError(f"{where}: 'shuffle' expected bool; got {self.shuffle!r}.")
         if self.field_delim is not None and (not isinstance(self.field_delim, str) or len(self.field_delim) != 1):
             raise ConfError(f"{where}: 'field_delim' expected one character; got {self.field_delim!r}.")
-        if self.delimiter == SPARSE_DELIM and any(c.is_sparse for c in self.columns):
+        # Only explicit delimiters: a FileReader's default needs its files, which may not exist yet.
+        explicit = self.field_delim or (self.reader.configured_field_delim if isinstance(self.reader, FileReader)
+                                        else None)
+        if explicit == SPARSE_DELIM and any(c.is_sparse for c in self.columns):
             raise ConfError(f"{where}: field_delim '|' is also the separator of sparse columns; use another.")
 
     @property

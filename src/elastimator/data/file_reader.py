@@ -87,6 +87,11 @@ class FileReader(ElasticReader):
         return self._files
 
     @property
+    def configured_field_delim(self) -> str | None:
+        """The delimiter given to the constructor, if any."""
+        return self._field_delim
+
+    @property
     def field_delim(self) -> str:
         if self._field_delim is not None:
             return self._field_delim

@@ -30,6 +30,8 @@ _EXAMPLES_KEPT = 10
 class BadRecordTally:
     """Counts malformed records of one input and decides when to stop.
 
+    A record is counted once, however many epochs meet it again.
+
     Args:
         max_bad_records: How many malformed records may be skipped; one more stops the input.
         sources: Names of the record sources (files), indexed by source id.
@@ -40,6 +42,7 @@ class BadRecordTally:
         self.sources = list(sources)
         self.count = 0
         self.examples: list[str] = []
+        self._seen: set[tuple[int, int]] = set()
         self.error: ReaderError | None = None
         self._lock = threading.Lock()
 
@@ -49,6 +52,9 @@ class BadRecordTally:
         with self._lock:
             rows = zip(sources, line_numbers, field_counts, encodings_ok, bad_columns, texts)
             for source, line, fields, encoding_ok, column, text in rows:
+                if (int(source), int(line)) in self._seen:
+                    continue
+                self._seen.add((int(source), int(line)))
                 where = f"{self.sources[int(source)]}:{int(line)}"
                 if not encoding_ok:
                     why = "not valid UTF-8"

@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 
 from elastimator.data.dataset import DataSetSpec
 from elastimator.data.file_reader import FileReader
-from elastimator.errors import ConfError
+from elastimator.errors import ConfError, ConfigError, ElastimatorError
 from elastimator.estimator.estimator import Estimator
 from elastimator.training.exporters import BestExporter, Exporter, FinalExporter, LatestExporter, loss_smaller
 
@@ -217,7 +217,7 @@ def _dataset(key: str, value, batch_size: int | None, need_label: bool) -> DataS
     entries.setdefault("batch_size", batch_size or 128)
     try:
         return DataSetSpec(name=key, need_label=need_label, **entries)
-    except ConfError:
+    except ElastimatorError:
         raise
     except (TypeError, ValueError) as e:
         raise ConfError(f"conf: {key}: {e}") from e
@@ -251,7 +251,10 @@ def _exporter(value) -> ExporterConf | Exporter:
     if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep <= 0):
         raise ConfError(f"conf: exporter 'exports_to_keep' expected int > 0 or None; got {keep!r}.")
     if "compare_fn" in value:
-        BestExporter(serving_input_receiver_fn=lambda: None, compare_fn=value["compare_fn"])  # checks it
+        try:
+            BestExporter(serving_input_receiver_fn=lambda: None, compare_fn=value["compare_fn"])  # checks it
+        except ConfigError as e:
+            raise ConfError(f"conf: exporter: {e}") from None
     return ExporterConf(**value)
 
 

@@ -1,0 +1,123 @@
+"""The `elastimator` command, run as a user runs it: a subprocess, exit codes, stdout and stderr."""
+
+import csv
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.integration
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLI = os.path.join(os.path.dirname(sys.executable), "elastimator")
+TINY = os.path.join(ROOT, "tests", "integration", "tiny_conf.py") + ":TinyConf"
+
+
+def _cli(*args, env=None, timeout=300):
+    full_env = dict(os.environ, PYTHONPATH=ROOT, **(env or {}))
+    return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout, env=full_env, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory):
+    from sklearn.datasets import load_iris
+
+    directory = tmp_path_factory.mktemp("tiny")
+    x, y = load_iris(return_X_y=True)
+    with open(directory / "train.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["a", "b", "c", "d", "species"])
+        writer.writerows([[*row, label] for row, label in zip(x, y)])
+    return str(directory)
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_data):
+    result = _cli("run", TINY, env={"TINY_DATA": tiny_data})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return tiny_data, result
+
+
+def test_help_for_every_command():
+    result = _cli("--help")
+    assert result.returncode == 0
+    for command in ("run", "export", "predict", "inspect", "report"):
+        assert command in result.stdout
+        assert _cli(command, "--help").returncode == 0
+
+
+def test_run_trains_evaluates_exports_and_prints_a_summary(trained):
+    data, result = trained
+    assert "job TinyConf finished" in result.stdout
+    assert "global step" in result.stdout and "accuracy" in result.stdout
+    exports = os.listdir(os.path.join(data, "model", "export", "latest"))
+    assert len(exports) == 2  # evaluations at steps 75 and 150
+    # Not a terminal: progress comes as plain lines, not carriage returns.
+    assert "step 150/150" in result.stderr and "\r" not in result.stderr
+
+
+def test_inspect_and_report(trained):
+    data, _ = trained
+    inspected = _cli("inspect", os.path.join(data, "model"))
+    assert inspected.returncode == 0
+    assert "checkpoints (3): steps 0, 75, 150" in inspected.stdout
+    assert "last evaluation (eval/, step 150)" in inspected.stdout and "exports 'latest' (2)" in inspected.stdout
+    png = os.path.join(data, "report.png")
+    reported = _cli("report", os.path.join(data, "model"), "--output", png)
+    assert reported.returncode == 0 and reported.stdout.strip() == png
+    with open(png, "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_export_and_batch_predict(trained, tmp_path):
+    data, _ = trained
+    exported = _cli("export", TINY, "--export-dir", str(tmp_path / "exports"), env={"TINY_DATA": data})
+    assert exported.returncode == 0, exported.stderr[-2000:]
+    export_dir = exported.stdout.strip().splitlines()[-1]
+    assert os.path.isfile(os.path.join(export_dir, "saved_model.pb"))
+    out = tmp_path / "predictions.csv"
+    predicted = _cli("predict", "--saved-model", export_dir, "--input", os.path.join(data, "train.csv"),
+                     "--output", str(out), "--batch-size", "40")
+    assert predicted.returncode == 0, predicted.stderr[-2000:]
+    assert "Ignoring input column(s) the model does not take: species" in predicted.stderr
+    rows = list(csv.reader(open(out)))
+    assert rows[0] == ["classes", "probabilities_0", "probabilities_1", "probabilities_2"]
+    assert len(rows) == 151
+    labels = np.array([int(r[-1]) for r in list(csv.reader(open(os.path.join(data, "train.csv"))))[1:]])
+    assert np.mean(np.array([int(r[0]) for r in rows[1:]]) == labels) > 0.8
+
+
+def test_invalid_conf_exits_2_with_the_reason_on_stderr(tmp_path):
+    conf = tmp_path / "bad_conf.py"
+    conf.write_text("classifier_class = print\nmax_step = 10\n")
+    result = _cli("run", str(conf))
+    assert result.returncode == 2 and result.stdout == ""
+    assert "elastimator: error: conf: unknown key(s) 'max_step' (did you mean 'max_steps'?)" in result.stderr
+    assert _cli("run").returncode == 2  # argparse: missing CONF
+
+
+def test_malformed_records_stop_the_job_with_file_and_line(tiny_data, tmp_path):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    lines = open(os.path.join(tiny_data, "train.csv")).read().splitlines()
+    lines[5] = "5.1,3.5,oops,0.2,0"
+    (bad / "train.csv").write_text("\n".join(lines) + "\n")
+    result = _cli("run", TINY, env={"TINY_DATA": str(bad)})
+    assert result.returncode == 1
+    assert f"{bad / 'train.csv'}:6: field 'c' = 'oops' is not a valid float32" in result.stderr
+    assert "more than max_bad_records=0" in result.stderr
+    tolerated = _cli("run", TINY, env={"TINY_DATA": str(bad), "TINY_MAX_BAD": "5"})
+    assert tolerated.returncode == 0, tolerated.stderr[-2000:]
+    assert "bad records (train_set)" in tolerated.stdout
+
+
+def test_predict_with_a_missing_input_column(trained, tmp_path):
+    data, _ = trained
+    export_root = os.path.join(data, "model", "export", "latest")
+    export_dir = os.path.join(export_root, sorted(os.listdir(export_root))[-1])
+    partial = tmp_path / "partial.csv"
+    partial.write_text("a,b\n1,2\n")
+    result = _cli("predict", "--saved-model", export_dir, "--input", str(partial))
+    assert result.returncode == 1
+    assert "lacks column(s) ['c', 'd'] that the model takes" in result.stderr
