@@ -1,0 +1,98 @@
+"""The executor in-process (the DLRover adaptor pattern, a job without eval_set) and the progress display."""
+
+import io
+import os
+
+import numpy as np
+import tensorflow as tf
+
+import elastimator as est
+from elastimator import Column, ElasticReader
+from elastimator.job.conf import JobConf
+from elastimator.job.executor import run_job
+from elastimator.job.progress import ProgressHook, format_duration, progress_line
+from tests.helpers import linear_model_fn
+
+COLUMNS = [Column.create(n, "float32") for n in "abcd"] + [Column.create("species", "int", is_label=True)]
+
+
+class IrisReader(ElasticReader):
+    def __init__(self):
+        super().__init__(path="iris")
+        from sklearn.datasets import load_iris
+
+        x, y = load_iris(return_X_y=True)
+        self.lines = [",".join(map(str, row)) + f",{label}" for row, label in zip(x, y)]
+
+    def count_data(self):
+        return len(self.lines)
+
+    def read_data_by_index_range(self, start_index, end_index):
+        return self.lines[start_index:end_index]
+
+
+def inner_model_fn(features, labels, mode, config):
+    """A 'pre-made' model_fn with the (features, labels, mode, config) signature canned estimators have."""
+    stacked = tf.stack([features[n] for n in "abcd"], axis=1)
+    return linear_model_fn({"x": stacked}, labels, mode, {"n_classes": 3})
+
+
+class Adaptor(est.Estimator):
+    """Seed 001's pattern: an Estimator subclass whose model_fn wraps another estimator's."""
+
+    def model_fn(self, features, labels, mode, params):
+        self.inner = est.Estimator(inner_model_fn, model_dir=self.model_dir)
+        return self.inner._model_fn(features, labels, mode, self.run_config)
+
+
+def test_adaptor_conf_trains_evaluates_and_exports(tmp_path):
+    conf = JobConf.from_object({
+        "classifier_class": Adaptor, "model_dir": str(tmp_path), "params": {"task": "multiclass"},
+        "max_steps": 200, "save_steps": 100, "batch_size": 30,
+        "train_set": {"reader": IrisReader(), "columns": COLUMNS, "epoch": None, "shuffle": True},
+        "eval_set": {"reader": IrisReader(), "columns": COLUMNS},
+        "exporter": {"type": "best", "exports_to_keep": 1},
+    })
+    result = run_job(conf, show_progress=False)
+    assert result.global_step == 200 and result.metrics["accuracy"] > 0.8
+    assert len(result.exports) == 1 and os.path.isdir(result.exports[0])
+    assert result.bad_records == {"train_set": 0, "eval_set": 0}
+
+
+def test_job_without_eval_set_trains_then_exports(tmp_path):
+    conf = JobConf.from_object({
+        "classifier_class": inner_model_fn, "model_dir": str(tmp_path), "batch_size": 50,
+        "train_set": {"reader": IrisReader(), "columns": COLUMNS, "epoch": 2},
+    })
+    result = run_job(conf, show_progress=False)
+    assert result.global_step == 6 and result.metrics is None  # 150 records / 50, twice
+    served = tf.saved_model.load(result.exports[0]).signatures["serving_default"]
+    assert sorted(served.structured_input_signature[1]) == ["a", "b", "c", "d"]  # never the label
+    out = served(a=tf.constant([5.1]), b=tf.constant([3.5]), c=tf.constant([1.4]), d=tf.constant([0.2]))
+    assert out["probabilities"].shape == (1, 3)
+
+
+def test_progress_line():
+    line = progress_line(1200, 5000, 80.0, 0.41234)
+    assert line.startswith("step 1200/5000 [#####") and "24%" in line
+    assert "80.0 steps/s" in line and "loss 0.4123" in line and "ETA 0:00:47" in line
+    assert progress_line(10, None, 5.0, None) == "step 10 5.0 steps/s"
+    assert format_duration(3725) == "1:02:05"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_redraws_in_place_on_a_terminal(tmp_path):
+    x = np.random.rand(64, 4).astype(np.float32)
+    y = np.random.randint(0, 3, 64).astype(np.int32)
+    terminal, log = _Terminal(), io.StringIO()
+    estimator = est.Estimator(linear_model_fn, model_dir=str(tmp_path), params={"n_classes": 3})
+    estimator.train(est.inputs.numpy_input_fn({"x": x}, y, batch_size=8, num_epochs=None, shuffle=True), steps=20,
+                    hooks=[ProgressHook(20, stream=terminal), ProgressHook(20, stream=log, every_secs=0)])
+    assert terminal.getvalue().startswith("\r") and terminal.getvalue().endswith("\n")
+    assert "step 20/20" in terminal.getvalue()
+    lines = log.getvalue().splitlines()
+    assert "\r" not in log.getvalue() and lines[-1].startswith("step 20/20") and "loss" in lines[-1]
