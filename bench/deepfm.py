@@ -69,14 +69,16 @@ def optimizer(learning_rate: float = 1e-3):
     return tf.compat.v1.train.AdamOptimizer(learning_rate)
 
 
-def model_fn(features, labels, mode):
-    """The Estimator model_fn over the same model."""
-    import elastimator as est
+def make_model_fn(est):
+    """The Estimator model_fn over the same model, for `est` = elastimator or tf.estimator."""
 
-    logits = DeepFM()(features)
-    if mode == est.ModeKeys.PREDICT:
-        return est.EstimatorSpec(mode, predictions={"probability": tf.sigmoid(logits)})
-    loss = loss_fn(logits, labels)
-    train_op = optimizer().minimize(loss, global_step=tf.compat.v1.train.get_global_step())
-    auc = tf.compat.v1.metrics.auc(labels, tf.sigmoid(logits))
-    return est.EstimatorSpec(mode, loss=loss, train_op=train_op, eval_metric_ops={"auc": auc})
+    def model_fn(features, labels, mode):
+        logits = DeepFM()(features)
+        if mode == est.ModeKeys.PREDICT:
+            return est.EstimatorSpec(mode, predictions={"probability": tf.sigmoid(logits)})
+        loss = loss_fn(logits, labels)
+        train_op = optimizer().minimize(loss, global_step=tf.compat.v1.train.get_global_step())
+        auc = tf.compat.v1.metrics.auc(labels, tf.sigmoid(logits))
+        return est.EstimatorSpec(mode, loss=loss, train_op=train_op, eval_metric_ops={"auc": auc})
+
+    return model_fn

@@ -48,7 +48,8 @@ class _WindowTimer(tf.compat.v1.train.SessionRunHook):
 
 def estimator_run(batch_size: int, steps: int, warmup: int) -> float:
     with tempfile.TemporaryDirectory() as model_dir:
-        estimator = est.Estimator(deepfm.model_fn, model_dir=model_dir, config=est.RunConfig(tf_random_seed=1))
+        estimator = est.Estimator(deepfm.make_model_fn(est), model_dir=model_dir,
+                                  config=est.RunConfig(tf_random_seed=1))
         timer = _WindowTimer(warmup)
         estimator.train(lambda: deepfm.dataset(batch_size), steps=steps, hooks=[timer])
         return timer.rate()

@@ -33,3 +33,19 @@ def test_reader_benchmark_writes_its_results(tmp_path, monkeypatch):
     assert set(saved["median_records_per_sec"]) == {"file_reader", "csv_dataset"}
     assert saved["ratio_file_reader_over_csv_dataset"] == pytest.approx(result["ratio_file_reader_over_csv_dataset"])
     sys.modules.pop("reader_throughput", None)
+
+
+@pytest.mark.slow
+def test_frameworks_harness_runs_each_contender_in_its_own_process(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
+    import frameworks
+
+    # tf.estimator 2.15 needs its own virtualenv (created by the harness on a first full run); the smoke
+    # test checks the harness and the contenders that run on this environment.
+    result = frameworks.main(["--skip-tf-estimator", "--batch-size", "16", "--steps", "6", "--warmup", "2",
+                              "--eval-batches", "2", "--runs", "1", "--out", str(tmp_path)])
+    assert set(result["medians"]) == {"elastimator", "keras_fit", "tf_function"}
+    for medians in result["medians"].values():
+        assert medians["train_examples_per_sec"] > 0 and medians["peak_rss_mb"] > 0
+    assert "elastimator / keras_fit train" in (tmp_path / "frameworks.md").read_text()
+    sys.modules.pop("frameworks", None)

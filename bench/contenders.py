@@ -1,0 +1,243 @@
+"""One contender of bench/frameworks.py, measured in its own process.
+
+Usage: python contenders.py NAME --batch-size B --steps N --warmup W --eval-batches E
+NAME: elastimator | tf_estimator (run it with TF 2.15 + tensorflow-estimator) | keras_fit | tf_function
+
+Prints one JSON line: train examples/s (after the warm-up steps), time to first
+step, checkpoint save time, export time, evaluate and predict examples/s (a whole
+call, as a user waits for it), and peak RSS. Everything trains the DeepFM-like
+model of deepfm.py on the same synthetic batches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+class Clock:
+    """Timestamps of the training steps."""
+
+    def __init__(self, warmup: int):
+        self.warmup, self.steps, self.start, self.first, self.warm, self.last = warmup, 0, None, None, None, None
+
+    def begin(self):
+        self.start = time.perf_counter()
+
+    def step(self):
+        now = time.perf_counter()
+        self.steps += 1
+        if self.steps == 1:
+            self.first = now
+        if self.steps == self.warmup:
+            self.warm = now
+        self.last = now
+
+    def rate(self, batch_size: int) -> float:
+        return (self.steps - self.warmup) * batch_size / (self.last - self.warm)
+
+
+def _estimator(est, args, model_dir: str) -> dict:
+    import tensorflow as tf
+
+    import deepfm
+
+    clock = Clock(args.warmup)
+    saves = []
+
+    class Steps(tf.compat.v1.train.SessionRunHook):
+        def after_run(self, run_context, run_values):
+            clock.step()
+
+    class SaveTimer(tf.compat.v1.train.CheckpointSaverListener):
+        def before_save(self, session, step):
+            self.started = time.perf_counter()
+
+        def after_save(self, session, step):
+            saves.append(time.perf_counter() - self.started)
+
+    estimator = est.Estimator(deepfm.make_model_fn(est), model_dir=model_dir,
+                              config=est.RunConfig(tf_random_seed=1, save_checkpoints_steps=args.steps))
+    clock.begin()
+    estimator.train(lambda: deepfm.dataset(args.batch_size), steps=args.steps, hooks=[Steps()],
+                    saving_listeners=[SaveTimer()])
+    examples = args.eval_batches * args.batch_size
+    started = time.perf_counter()
+    estimator.evaluate(lambda: deepfm.dataset(args.batch_size, args.eval_batches))
+    eval_rate = examples / (time.perf_counter() - started)
+    started = time.perf_counter()
+    for _ in estimator.predict(lambda: deepfm.dataset(args.batch_size, args.eval_batches).map(lambda f, l: f),
+                               yield_single_examples=False):
+        pass
+    predict_rate = examples / (time.perf_counter() - started)
+
+    def receiver():
+        placeholders = {"dense": tf.compat.v1.placeholder(tf.float32, [None, deepfm.NUM_DENSE]),
+                        "ids": tf.compat.v1.placeholder(tf.int64, [None, deepfm.NUM_SPARSE])}
+        return est.export.ServingInputReceiver(placeholders, placeholders)
+
+    started = time.perf_counter()
+    estimator.export_saved_model(os.path.join(model_dir, "export"), receiver)
+    export_secs = time.perf_counter() - started
+    return {"train_examples_per_sec": clock.rate(args.batch_size), "time_to_first_step_secs": clock.first - clock.start,
+            "checkpoint_save_secs": saves[-1], "export_secs": export_secs, "eval_examples_per_sec": eval_rate,
+            "predict_examples_per_sec": predict_rate}
+
+
+def elastimator(args, model_dir):
+    import elastimator as est
+
+    return _estimator(est, args, model_dir)
+
+
+def tf_estimator(args, model_dir):
+    import tensorflow as tf
+
+    return _estimator(tf.estimator, args, model_dir)
+
+
+def _keras_model():
+    import keras
+    import tensorflow as tf
+
+    import deepfm
+
+    class DeepFMLayer(keras.layers.Layer):
+        def build(self, input_shape):
+            normal = keras.initializers.RandomNormal(stddev=0.01, seed=1)
+            rows = deepfm.NUM_SPARSE * deepfm.BUCKETS
+            self.embeddings = self.add_weight(shape=(rows, deepfm.EMBEDDING), initializer=normal, name="embeddings")
+            self.first_order = self.add_weight(shape=(rows, 1), initializer=normal, name="first_order")
+            self.dense_weights = self.add_weight(shape=(deepfm.NUM_DENSE, 1), initializer=normal, name="dense_w")
+
+        def call(self, dense, ids):
+            ids = ids + tf.range(deepfm.NUM_SPARSE, dtype=tf.int64) * deepfm.BUCKETS
+            embedded = tf.gather(self.embeddings, ids)
+            linear = tf.reduce_sum(tf.gather(self.first_order, ids), axis=[1, 2]) + tf.squeeze(
+                tf.matmul(dense, self.dense_weights), 1)
+            summed = tf.reduce_sum(embedded, axis=1)
+            fm = 0.5 * tf.reduce_sum(tf.square(summed) - tf.reduce_sum(tf.square(embedded), axis=1), axis=1)
+            flat = tf.concat([tf.reshape(embedded, [-1, deepfm.NUM_SPARSE * deepfm.EMBEDDING]), dense], axis=1)
+            return (linear + fm)[:, None], flat
+
+    dense_in = keras.Input((deepfm.NUM_DENSE,), name="dense_features")
+    ids_in = keras.Input((deepfm.NUM_SPARSE,), dtype="int64", name="ids_features")
+    wide, hidden = DeepFMLayer(name="fm")(dense_in, ids_in)
+    for i, units in enumerate(deepfm.HIDDEN):
+        hidden = keras.layers.Dense(units, activation="relu", name=f"mlp_{i}")(hidden)
+    logits = keras.layers.Add(name="logits")([wide, keras.layers.Dense(1, name="mlp_out")(hidden)])
+    model = keras.Model({"dense": dense_in, "ids": ids_in}, logits)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.BinaryCrossentropy(from_logits=True),
+                  metrics=[keras.metrics.AUC(from_logits=True)])
+    return model
+
+
+def keras_fit(args, model_dir):
+    import keras
+
+    import deepfm
+
+    clock = Clock(args.warmup)
+
+    class Steps(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            clock.step()
+
+    model = _keras_model()
+    clock.begin()
+    model.fit(deepfm.dataset(args.batch_size, args.steps), epochs=1, callbacks=[Steps()], verbose=0)
+    examples = args.eval_batches * args.batch_size
+    started = time.perf_counter()
+    model.evaluate(deepfm.dataset(args.batch_size, args.eval_batches), verbose=0)
+    eval_rate = examples / (time.perf_counter() - started)
+    started = time.perf_counter()
+    model.predict(deepfm.dataset(args.batch_size, args.eval_batches).map(lambda f, l: f), verbose=0)
+    predict_rate = examples / (time.perf_counter() - started)
+    started = time.perf_counter()
+    model.save_weights(os.path.join(model_dir, "model.weights.h5"))
+    save_secs = time.perf_counter() - started
+    started = time.perf_counter()
+    model.export(os.path.join(model_dir, "export"), verbose=False)
+    return {"train_examples_per_sec": clock.rate(args.batch_size), "time_to_first_step_secs": clock.first - clock.start,
+            "checkpoint_save_secs": save_secs, "export_secs": time.perf_counter() - started,
+            "eval_examples_per_sec": eval_rate, "predict_examples_per_sec": predict_rate}
+
+
+def tf_function(args, model_dir):
+    import tensorflow as tf
+
+    import deepfm
+
+    clock = Clock(args.warmup)
+    model, optimizer = deepfm.DeepFM(), deepfm.optimizer()
+    variables = model.trainable_variables
+
+    @tf.function
+    def train_step(features, labels):
+        with tf.GradientTape() as tape:
+            loss = deepfm.loss_fn(model(features), labels)
+        optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return loss
+
+    @tf.function
+    def predict_step(features):
+        return tf.sigmoid(model(features))
+
+    clock.begin()
+    for features, labels in deepfm.dataset(args.batch_size, args.steps):
+        train_step(features, labels).numpy()
+        clock.step()
+    examples = args.eval_batches * args.batch_size
+    auc = tf.keras.metrics.AUC()
+    started = time.perf_counter()
+    for features, labels in deepfm.dataset(args.batch_size, args.eval_batches):
+        auc.update_state(labels, predict_step(features))
+    auc.result().numpy()
+    eval_rate = examples / (time.perf_counter() - started)
+    started = time.perf_counter()
+    for features, _ in deepfm.dataset(args.batch_size, args.eval_batches):
+        predict_step(features).numpy()
+    predict_rate = examples / (time.perf_counter() - started)
+    started = time.perf_counter()
+    tf.train.Checkpoint(model=model).save(os.path.join(model_dir, "ckpt"))
+    save_secs = time.perf_counter() - started
+    signature = predict_step.get_concrete_function({
+        "dense": tf.TensorSpec([None, deepfm.NUM_DENSE], tf.float32),
+        "ids": tf.TensorSpec([None, deepfm.NUM_SPARSE], tf.int64)})
+    started = time.perf_counter()
+    tf.saved_model.save(model, os.path.join(model_dir, "export"), signatures=signature)
+    return {"train_examples_per_sec": clock.rate(args.batch_size), "time_to_first_step_secs": clock.first - clock.start,
+            "checkpoint_save_secs": save_secs, "export_secs": time.perf_counter() - started,
+            "eval_examples_per_sec": eval_rate, "predict_examples_per_sec": predict_rate}
+
+
+CONTENDERS = {"elastimator": elastimator, "tf_estimator": tf_estimator, "keras_fit": keras_fit,
+              "tf_function": tf_function}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("name", choices=sorted(CONTENDERS))
+    parser.add_argument("--batch-size", type=int, default=512)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--eval-batches", type=int, default=50)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as model_dir:
+        result = CONTENDERS[args.name](args, model_dir)
+    import tensorflow as tf
+
+    result.update(name=args.name, tensorflow=tf.__version__,
+                  peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

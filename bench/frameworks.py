@@ -1,0 +1,128 @@
+"""elastimator vs tf.estimator 2.15 vs Keras 3 model.fit vs a tf.function loop, side by side.
+
+Run:  python bench/frameworks.py [--steps 300] [--runs 3]
+
+Each contender runs in its own process (bench/contenders.py), so peak memory is
+its own; runs are interleaved (a, b, c, d, a, b, ...) and medians reported.
+tf.estimator 2.15 runs in a virtualenv this script creates once at
+bench/.venv-tf215 (tensorflow-cpu==2.15.1, tensorflow-estimator==2.15.0).
+Results go to bench/results/frameworks.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+TF215_VENV = os.path.join(HERE, ".venv-tf215")
+TF215_PACKAGES = ["tensorflow-cpu==2.15.1", "tensorflow-estimator==2.15.0"]
+METRICS = ("train_examples_per_sec", "eval_examples_per_sec", "predict_examples_per_sec", "time_to_first_step_secs",
+           "checkpoint_save_secs", "export_secs", "peak_rss_mb")
+TARGETS = {  # (numerator, denominator, metric, at least)
+    "elastimator / tf_estimator train": ("elastimator", "tf_estimator", "train_examples_per_sec", 1.3),
+    "elastimator / keras_fit train": ("elastimator", "keras_fit", "train_examples_per_sec", 1.1),
+    "elastimator / tf_function train": ("elastimator", "tf_function", "train_examples_per_sec", 0.95),
+    "elastimator / tf_estimator predict": ("elastimator", "tf_estimator", "predict_examples_per_sec", 2.0),
+}
+
+
+def tf215_python(explicit: str | None) -> str:
+    """The Python of a TF 2.15 + tensorflow-estimator environment, created on first use."""
+    if explicit:
+        return explicit
+    python = os.path.join(TF215_VENV, "bin", "python")
+    if not os.path.exists(python):
+        subprocess.run([sys.executable, "-m", "venv", TF215_VENV], check=True)
+        subprocess.run([python, "-m", "pip", "install", "--quiet", *TF215_PACKAGES], check=True)
+    return python
+
+
+def run_contender(python: str, name: str, args) -> dict:
+    command = [python, os.path.join(HERE, "contenders.py"), name, "--batch-size", str(args.batch_size),
+               "--steps", str(args.steps), "--warmup", str(args.warmup), "--eval-batches", str(args.eval_batches)]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
+    line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if out.returncode != 0 or line is None:
+        raise RuntimeError(f"contender {name} failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
+    return json.loads(line[len("RESULT "):])
+
+
+def summarize(runs: dict[str, list[dict]]) -> dict:
+    medians = {name: {m: statistics.median(r[m] for r in results) for m in METRICS}
+               for name, results in runs.items() if results}
+    ratios = {}
+    for label, (num, den, metric, target) in TARGETS.items():
+        if num in medians and den in medians:
+            value = medians[num][metric] / medians[den][metric]
+            ratios[label] = {"ratio": value, "target": target, "met": value >= target}
+    if "elastimator" in medians and "tf_estimator" in medians:
+        value = medians["elastimator"]["peak_rss_mb"] / medians["tf_estimator"]["peak_rss_mb"]
+        ratios["elastimator / tf_estimator peak RSS"] = {"ratio": value, "target": "<= 1.2", "met": value <= 1.2}
+    return {"medians": medians, "ratios": ratios}
+
+
+def write(result: dict, out: str) -> None:
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "frameworks.json"), "w") as f:
+        json.dump(result, f, indent=2)
+    medians = result["medians"]
+    header = "| contender | TF | " + " | ".join(METRICS) + " |\n|" + "---|" * (len(METRICS) + 2) + "\n"
+    rows = "".join(f"| {name} | {result['versions'][name]} | "
+                   + " | ".join(f"{m[k]:,.3g}" if k.endswith("secs") else f"{m[k]:,.0f}" for k in METRICS) + " |\n"
+                   for name, m in medians.items())
+    ratio_rows = "".join(f"| {label} | {r['ratio']:.3f} | {r['target']} | {'yes' if r['met'] else 'no'} |\n"
+                         for label, r in result["ratios"].items())
+    with open(os.path.join(out, "frameworks.md"), "w") as f:
+        f.write(
+            f"# Frameworks side by side\n\n{result['model']}; batch {result['batch_size']}, {result['steps']} "
+            f"train steps ({result['warmup']} warm-up steps not timed), {result['eval_batches']} eval and predict "
+            f"batches per call; median of {result['runs']} interleaved runs, each contender in its own process.\n"
+            f"Machine: {result['machine']}.\n\n" + header + rows
+            + "\n| ratio | value | target | met |\n|---|---|---|---|\n" + ratio_rows
+        )
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batch-size", type=int, default=512)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--eval-batches", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--tf215-python", help="Python of an existing TF 2.15 + tensorflow-estimator environment")
+    parser.add_argument("--skip-tf-estimator", action="store_true", help="leave out tf.estimator 2.15")
+    parser.add_argument("--out", default=RESULTS)
+    args = parser.parse_args(argv)
+    pythons = {"elastimator": sys.executable, "keras_fit": sys.executable, "tf_function": sys.executable}
+    if not args.skip_tf_estimator:
+        pythons["tf_estimator"] = tf215_python(args.tf215_python)
+    order = [n for n in ("elastimator", "tf_estimator", "keras_fit", "tf_function") if n in pythons]
+    runs: dict[str, list[dict]] = {name: [] for name in order}
+    for _ in range(args.runs):
+        for name in order:
+            runs[name].append(run_contender(pythons[name], name, args))
+    result = {
+        "benchmark": "frameworks",
+        "model": "DeepFM-like: 13 dense + 26 hashed categorical (10k buckets each), embedding 8, FM + MLP 64-32, Adam",
+        "batch_size": args.batch_size, "steps": args.steps, "warmup": args.warmup,
+        "eval_batches": args.eval_batches, "runs": args.runs,
+        "versions": {name: results[0]["tensorflow"] for name, results in runs.items()},
+        "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}",
+        "all_runs": runs,
+        **summarize(runs),
+    }
+    write(result, args.out)
+    print(json.dumps({"medians": result["medians"], "ratios": result["ratios"]}, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()
