@@ -176,15 +176,8 @@ def tf_function(args, model_dir):
     import deepfm
 
     clock = Clock(args.warmup)
-    model, optimizer = deepfm.DeepFM(), deepfm.optimizer()
-    variables = model.trainable_variables
-
-    @tf.function
-    def train_step(features, labels):
-        with tf.GradientTape() as tape:
-            loss = deepfm.loss_fn(model(features), labels)
-        optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-        return loss
+    model = deepfm.DeepFM()
+    train_step = deepfm.make_train_step(model, deepfm.optimizer())
 
     @tf.function
     def predict_step(features):

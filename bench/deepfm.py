@@ -69,6 +69,20 @@ def optimizer(learning_rate: float = 1e-3):
     return tf.compat.v1.train.AdamOptimizer(learning_rate)
 
 
+def make_train_step(model: DeepFM, opt):
+    """The hand-written TF2 training step: a tf.function over GradientTape and the optimizer."""
+    variables = model.trainable_variables
+
+    @tf.function
+    def train_step(features, labels):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(model(features), labels)
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return loss
+
+    return train_step
+
+
 def make_model_fn(est):
     """The Estimator model_fn over the same model, for `est` = elastimator or tf.estimator."""
 

@@ -56,16 +56,7 @@ def estimator_run(batch_size: int, steps: int, warmup: int) -> float:
 
 
 def function_loop_run(batch_size: int, steps: int, warmup: int) -> float:
-    model, opt = deepfm.DeepFM(), deepfm.optimizer()
-    variables = model.trainable_variables
-
-    @tf.function
-    def step(features, labels):
-        with tf.GradientTape() as tape:
-            loss = deepfm.loss_fn(model(features), labels)
-        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
-        return loss
-
+    step = deepfm.make_train_step(deepfm.DeepFM(), deepfm.optimizer())
     start = None
     for i, (features, labels) in enumerate(deepfm.dataset(batch_size, steps)):
         step(features, labels).numpy()
