@@ -1,0 +1,1 @@
+"""Elastic data sharding: the shard book (a pure state machine) and, later, its service."""

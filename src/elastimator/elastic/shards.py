@@ -1,0 +1,292 @@
+"""The shard book: which index ranges of which data set each worker trains, as a pure state machine.
+
+No I/O, no clocks, no threads: every method takes the facts (who asked, what
+was consumed) and returns a decision as data. The shard service wraps it;
+tests drive it step by step.
+
+Life of a shard: TODO -> DOING (an owner, and how many records it reported as
+trained) -> DONE. A worker that fails gives its DOING shards back: the
+untrained remainder becomes a new TODO shard. The next epoch's shards are made
+as soon as the current epoch has none left TODO, so fast workers never idle
+while stragglers finish.
+
+Sealing ties data progress to checkpoints: `seal()` snapshots progress right
+before checkpoint N is written, `commit(seal_id, N)` keeps it once the save
+succeeded, and `restore(N)` rewinds to it — records trained after checkpoint N
+go back to TODO together with the model state that forgot them.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import random
+from typing import Any
+
+from elastimator.errors import ElastimatorError
+
+
+class ShardServiceError(ElastimatorError, ValueError):
+    """A request the shard book cannot honour (unknown data set, foreign shard, ...)."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class DatasetSpec:
+    """A data set the service hands out in shards."""
+
+    name: str
+    size: int
+    """Records in the data set (a reader's count_data())."""
+    shard_size: int
+    """Records per shard."""
+    epochs: int = 1
+    shuffle: bool = False
+    """Hand out each epoch's shards in a seeded random order."""
+    seed: int = 0
+
+    def __post_init__(self):
+        if not self.name or not isinstance(self.name, str):
+            raise ShardServiceError(f"data set name must be a non-empty string; got {self.name!r}.")
+        for field in ("size", "shard_size", "epochs"):
+            value = getattr(self, field)
+            minimum = 0 if field == "size" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+                raise ShardServiceError(f"data set {self.name!r}: {field} must be an int >= {minimum}; got {value!r}.")
+
+
+@dataclasses.dataclass
+class Shard:
+    """Records [start, end) of one epoch; `consumed` of them reported trained."""
+
+    id: int
+    epoch: int
+    start: int
+    end: int
+    owner: str | None = None
+    consumed: int = 0
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
+
+@dataclasses.dataclass(frozen=True)
+class Assigned:
+    """The worker should train records [start, end) of `epoch`, then report under `shard_id`."""
+
+    shard_id: int
+    epoch: int
+    start: int
+    end: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Wait:
+    """Every shard is out, but other workers may still give some back: ask again later."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Finished:
+    """Every epoch is done."""
+
+
+@dataclasses.dataclass
+class _Dataset:
+    spec: DatasetSpec
+    todo: list[Shard]
+    doing: dict[int, Shard]
+    done: list[Shard]
+    epoch: int
+    next_id: int
+
+
+class ShardBook:
+    """Shards of every registered data set, their owners and their progress."""
+
+    def __init__(self):
+        self._datasets: dict[str, _Dataset] = {}
+        self._seals: dict[int, dict] = {}
+        self._committed: dict[int, dict] = {}
+        self._next_seal = 1
+
+    # --- data sets ---------------------------------------------------------------------------
+
+    def add_dataset(self, spec: DatasetSpec) -> None:
+        """Registers a data set; registering the same spec again is a no-op."""
+        existing = self._datasets.get(spec.name)
+        if existing is not None:
+            if existing.spec != spec:
+                raise ShardServiceError(
+                    f"data set {spec.name!r} is already registered as {existing.spec}; got a different {spec}.")
+            return
+        dataset = _Dataset(spec=spec, todo=[], doing={}, done=[], epoch=-1, next_id=0)
+        self._datasets[spec.name] = dataset
+        self._open_next_epoch(dataset)
+
+    def _get(self, name: str) -> _Dataset:
+        try:
+            return self._datasets[name]
+        except KeyError:
+            raise ShardServiceError(
+                f"unknown data set {name!r}; registered: {sorted(self._datasets)}.") from None
+
+    def _open_next_epoch(self, dataset: _Dataset) -> None:
+        spec = dataset.spec
+        if dataset.epoch + 1 >= spec.epochs:
+            return
+        dataset.epoch += 1
+        shards = []
+        for start in range(0, spec.size, spec.shard_size):
+            shards.append(Shard(dataset.next_id, dataset.epoch, start, min(spec.size, start + spec.shard_size)))
+            dataset.next_id += 1
+        if spec.shuffle:
+            random.Random(spec.seed * 1_000_003 + dataset.epoch).shuffle(shards)
+        dataset.todo.extend(shards)
+
+    # --- the worker protocol ---------------------------------------------------------------------
+
+    def request(self, name: str, worker: str) -> Assigned | Wait | Finished:
+        """The next shard for `worker`."""
+        dataset = self._get(name)
+        if not dataset.todo:
+            self._open_next_epoch(dataset)
+        if dataset.todo:
+            shard = dataset.todo.pop(0)
+            shard.owner = worker
+            dataset.doing[shard.id] = shard
+            if not dataset.todo:
+                self._open_next_epoch(dataset)
+            return Assigned(shard.id, shard.epoch, shard.start + shard.consumed, shard.end)
+        return Wait() if dataset.doing else Finished()
+
+    def report(self, name: str, worker: str, shard_id: int, consumed: int) -> None:
+        """Records that `worker` trained `consumed` more records of its shard (after the step ran)."""
+        dataset = self._get(name)
+        shard = dataset.doing.get(shard_id)
+        if shard is None or shard.owner != worker:
+            owner = "nobody" if shard is None else f"worker {shard.owner!r}"
+            raise ShardServiceError(
+                f"worker {worker!r} reported shard {shard_id} of {name!r}, which is held by {owner}.")
+        if isinstance(consumed, bool) or not isinstance(consumed, int) or consumed < 0:
+            raise ShardServiceError(f"consumed must be an int >= 0; got {consumed!r}.")
+        if shard.consumed + consumed > shard.length:
+            raise ShardServiceError(
+                f"worker {worker!r} reported {shard.consumed + consumed} records of shard {shard_id}, which has "
+                f"{shard.length}.")
+        shard.consumed += consumed
+        if shard.consumed == shard.length:
+            del dataset.doing[shard_id]
+            shard.owner = None
+            dataset.done.append(shard)
+
+    def fail_worker(self, worker: str) -> int:
+        """Gives `worker`'s shards back from where it stopped; returns how many went back."""
+        returned = 0
+        for dataset in self._datasets.values():
+            for shard_id, shard in list(dataset.doing.items()):
+                if shard.owner == worker:
+                    del dataset.doing[shard_id]
+                    self._give_back(dataset, shard)
+                    returned += 1
+        return returned
+
+    @staticmethod
+    def _give_back(dataset: _Dataset, shard: Shard) -> None:
+        """The trained part is done; the rest goes to the front of the queue as a new shard."""
+        if shard.consumed:
+            dataset.done.append(Shard(shard.id, shard.epoch, shard.start, shard.start + shard.consumed,
+                                      consumed=shard.consumed))
+        remainder = Shard(dataset.next_id, shard.epoch, shard.start + shard.consumed, shard.end)
+        dataset.next_id += 1
+        dataset.todo.insert(0, remainder)
+
+    # --- sealing with checkpoints ----------------------------------------------------------------
+
+    def seal(self) -> int:
+        """Snapshots progress (right before a checkpoint save); returns the seal id."""
+        seal_id = self._next_seal
+        self._next_seal += 1
+        self._seals = {seal_id: self.to_dict()}  # only the newest pending seal matters
+        return seal_id
+
+    def commit(self, seal_id: int, checkpoint_step: int) -> dict:
+        """Keeps seal `seal_id` as the data position of checkpoint `checkpoint_step`; returns it."""
+        state = self._seals.pop(seal_id, None)
+        if state is None:
+            raise ShardServiceError(f"no pending seal {seal_id}; seal() right before each checkpoint save.")
+        self._committed[checkpoint_step] = state
+        return state
+
+    def restore(self, checkpoint_step: int, committed: dict | None = None) -> None:
+        """Rewinds to the data position of checkpoint `checkpoint_step`.
+
+        Shards that were out at the seal come back TODO from their sealed offsets:
+        the workers that held them restart from the checkpoint too.
+        """
+        state = committed if committed is not None else self._committed.get(checkpoint_step)
+        if state is None:
+            raise ShardServiceError(
+                f"no committed seal for checkpoint step {checkpoint_step}; have {sorted(self._committed)}.")
+        restored = ShardBook.from_dict(state)
+        for dataset in restored._datasets.values():
+            for shard in sorted(dataset.doing.values(), key=lambda s: -s.id):
+                del dataset.doing[shard.id]
+                ShardBook._give_back(dataset, shard)
+        self._datasets = restored._datasets
+        self._committed[checkpoint_step] = state
+        self._seals = {}
+
+    # --- inspection and persistence --------------------------------------------------------------
+
+    def status(self, name: str) -> dict[str, Any]:
+        """Counts of shards and records by state, and the epoch being handed out."""
+        dataset = self._get(name)
+        records = lambda shards: sum(s.length - s.consumed for s in shards)  # noqa: E731
+        return {
+            "epoch": dataset.epoch,
+            "todo_shards": len(dataset.todo), "doing_shards": len(dataset.doing), "done_shards": len(dataset.done),
+            "todo_records": records(dataset.todo),
+            "doing_records": records(dataset.doing.values()),
+            "trained_records": sum(s.consumed for s in dataset.done) + sum(s.consumed for s in dataset.doing.values()),
+            "finished": not dataset.todo and not dataset.doing and dataset.epoch + 1 >= dataset.spec.epochs,
+        }
+
+    def to_dict(self) -> dict:
+        """A JSON-ready copy of the whole book (data sets and progress; not pending seals)."""
+        return {
+            "datasets": {
+                name: {
+                    "spec": dataclasses.asdict(d.spec),
+                    "todo": [dataclasses.asdict(s) for s in d.todo],
+                    "doing": [dataclasses.asdict(s) for s in d.doing.values()],
+                    "done": [dataclasses.asdict(s) for s in d.done],
+                    "epoch": d.epoch,
+                    "next_id": d.next_id,
+                }
+                for name, d in self._datasets.items()
+            },
+            "next_seal": self._next_seal,
+        }
+
+    @classmethod
+    def from_dict(cls, state: dict) -> "ShardBook":
+        """Rebuilds a book from `to_dict()` output.
+
+        Raises:
+            ShardServiceError: when the state is malformed (never silently resets).
+        """
+        book = cls()
+        try:
+            for name, d in state["datasets"].items():
+                doing = [Shard(**s) for s in d["doing"]]
+                book._datasets[name] = _Dataset(
+                    spec=DatasetSpec(**d["spec"]), todo=[Shard(**s) for s in d["todo"]],
+                    doing={s.id: s for s in doing}, done=[Shard(**s) for s in d["done"]],
+                    epoch=int(d["epoch"]), next_id=int(d["next_id"]))
+            book._next_seal = int(state["next_seal"])
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ShardServiceError(f"shard state is malformed ({type(e).__name__}: {e}).") from None
+        return book
+
+    def copy(self) -> "ShardBook":
+        return copy.deepcopy(self)

@@ -1,0 +1,162 @@
+"""The shard book, driven step by step: hand-out, progress, failures, epochs, seals."""
+
+import json
+import random
+
+import pytest
+
+from elastimator.elastic.shards import Assigned, DatasetSpec, Finished, ShardBook, ShardServiceError, Wait
+
+
+def _book(size=10, shard_size=4, epochs=1, **kwargs):
+    book = ShardBook()
+    book.add_dataset(DatasetSpec(name="train", size=size, shard_size=shard_size, epochs=epochs, **kwargs))
+    return book
+
+
+def _train(book, worker, decision, counts, records=None):
+    """The worker trains (part of) its shard: count every record, then report."""
+    records = decision.end - decision.start if records is None else records
+    for index in range(decision.start, decision.start + records):
+        counts[index] = counts.get(index, 0) + 1
+    book.report("train", worker, decision.shard_id, records)
+
+
+def test_two_workers_train_every_record_once():
+    book, counts = _book(), {}
+    a, b = book.request("train", "a"), book.request("train", "b")
+    assert (a.start, a.end, b.start, b.end) == (0, 4, 4, 8)
+    _train(book, "a", a, counts)
+    c = book.request("train", "a")
+    assert (c.start, c.end) == (8, 10)
+    _train(book, "b", b, counts)
+    _train(book, "a", c, counts)
+    assert counts == {i: 1 for i in range(10)}
+    assert isinstance(book.request("train", "b"), Finished)
+    assert book.status("train")["finished"] and book.status("train")["trained_records"] == 10
+
+
+def test_next_epoch_opens_once_the_current_one_is_handed_out():
+    book = _book(size=8, shard_size=4, epochs=2)
+    first, second = book.request("train", "a"), book.request("train", "b")
+    assert (first.epoch, second.epoch) == (0, 0)
+    # Epoch 0 is all out (b still training): a gets epoch 1 work instead of idling.
+    book.report("train", "a", first.shard_id, 4)
+    third = book.request("train", "a")
+    assert third.epoch == 1 and (third.start, third.end) == (0, 4)
+
+
+def test_wait_while_others_hold_the_last_shards():
+    book = _book(size=4, shard_size=4)
+    held = book.request("train", "a")
+    assert isinstance(book.request("train", "b"), Wait)
+    book.report("train", "a", held.shard_id, 4)
+    assert isinstance(book.request("train", "b"), Finished)
+
+
+def test_a_failed_worker_gives_back_only_what_it_did_not_train():
+    book, counts = _book(size=8, shard_size=8), {}
+    shard = book.request("train", "a")
+    _train(book, "a", shard, counts, records=3)
+    assert book.fail_worker("a") == 1
+    rest = book.request("train", "b")
+    assert (rest.start, rest.end) == (3, 8)
+    _train(book, "b", rest, counts)
+    assert counts == {i: 1 for i in range(8)}
+
+
+def test_bad_reports_are_refused():
+    book = _book()
+    shard = book.request("train", "a")
+    with pytest.raises(ShardServiceError, match="worker 'b' reported shard 0 of 'train', which is held by worker 'a'"):
+        book.report("train", "b", shard.shard_id, 1)
+    with pytest.raises(ShardServiceError, match="reported 5 records of shard 0, which has 4"):
+        book.report("train", "a", shard.shard_id, 5)
+    with pytest.raises(ShardServiceError, match=r"unknown data set 'eval'; registered: \['train'\]"):
+        book.request("eval", "a")
+    with pytest.raises(ShardServiceError, match="already registered"):
+        book.add_dataset(DatasetSpec(name="train", size=11, shard_size=4))
+    with pytest.raises(ShardServiceError, match="shard_size must be an int >= 1"):
+        DatasetSpec(name="x", size=10, shard_size=0)
+
+
+def test_restore_rewinds_data_to_the_checkpoint():
+    book, counts = _book(size=12, shard_size=4), {}
+    a = book.request("train", "a")
+    _train(book, "a", a, counts)  # [0, 4) trained before the checkpoint
+    b = book.request("train", "b")
+    _train(book, "b", b, counts, records=2)  # [4, 6) trained before the checkpoint
+    seal = book.seal()
+    book.commit(seal, checkpoint_step=100)
+    c = book.request("train", "a")
+    _train(book, "a", c, counts)  # [8, 12) trained after it: lost with the model when ps dies
+    book.report("train", "b", b.shard_id, 2)  # [6, 8) too
+    book.restore(100)
+    redo = []
+    while isinstance(decision := book.request("train", "a"), Assigned):
+        redo.append((decision.start, decision.end))
+        book.report("train", "a", decision.shard_id, decision.end - decision.start)
+    assert sorted(redo) == [(6, 8), (8, 12)]  # exactly what the checkpoint does not hold
+    with pytest.raises(ShardServiceError, match="no committed seal for checkpoint step 7"):
+        book.restore(7)
+    with pytest.raises(ShardServiceError, match="no pending seal 99"):
+        book.commit(99, 200)
+
+
+def test_shuffle_is_seeded_and_differs_per_epoch():
+    def order(seed):
+        book = _book(size=40, shard_size=4, epochs=2, shuffle=True, seed=seed)
+        starts = []
+        while isinstance(d := book.request("train", "a"), Assigned):
+            starts.append((d.epoch, d.start))
+            book.report("train", "a", d.shard_id, d.end - d.start)
+        return starts
+
+    first = order(1)
+    assert first == order(1) and first != order(2)
+    epoch0 = [s for e, s in first if e == 0]
+    epoch1 = [s for e, s in first if e == 1]
+    assert sorted(epoch0) == sorted(epoch1) == list(range(0, 40, 4)) and epoch0 != epoch1
+
+
+def test_state_round_trips_through_json_and_malformed_state_is_refused():
+    book = _book(size=10, shard_size=3, epochs=2)
+    shard = book.request("train", "a")
+    book.report("train", "a", shard.shard_id, 2)
+    copy = ShardBook.from_dict(json.loads(json.dumps(book.to_dict())))
+    assert copy.to_dict() == book.to_dict()
+    assert copy.status("train") == book.status("train")
+    with pytest.raises(ShardServiceError, match="shard state is malformed"):
+        ShardBook.from_dict({"datasets": {"train": {"spec": {}}}})
+
+
+def test_random_failures_lose_no_record_and_replay_nothing_trained():
+    rng = random.Random(0)
+    for trial in range(20):
+        epochs = 2
+        book, counts = _book(size=97, shard_size=10, epochs=epochs), {}
+        workers = ["w0", "w1", "w2"]
+        held = {}
+        while True:
+            worker = rng.choice(workers)
+            if worker in held:
+                decision = held.pop(worker)
+                if rng.random() < 0.2:  # dies after training part of it
+                    part = rng.randrange(decision.end - decision.start)
+                    for i in range(decision.start, decision.start + part):
+                        counts[(decision.epoch, i)] = counts.get((decision.epoch, i), 0) + 1
+                    book.report("train", worker, decision.shard_id, part)
+                    book.fail_worker(worker)
+                    continue
+                for i in range(decision.start, decision.end):
+                    counts[(decision.epoch, i)] = counts.get((decision.epoch, i), 0) + 1
+                book.report("train", worker, decision.shard_id, decision.end - decision.start)
+                continue
+            decision = book.request("train", worker)
+            if isinstance(decision, Finished):
+                if not held:
+                    break
+                continue
+            if isinstance(decision, Assigned):
+                held[worker] = decision
+        assert counts == {(e, i): 1 for e in range(epochs) for i in range(97)}, trial
