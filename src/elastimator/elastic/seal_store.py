@@ -1,0 +1,70 @@
+"""Committed seals on disk, next to the checkpoints they belong to.
+
+`model_dir/shards/seal-<step>.json` holds the shard book as it was when
+checkpoint <step> was written. Files are written to a temporary name and
+renamed, so a reader sees a whole seal or none. A seal that cannot be read is
+an error naming the file: the service refuses to start rather than silently
+beginning again at epoch 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import tensorflow as tf
+
+from elastimator.elastic.shards import ShardServiceError
+
+_NAME = re.compile(r"^seal-(\d+)\.json$")
+
+
+class SealStore:
+    """Reads and writes committed seals under `<model_dir>/shards/`."""
+
+    def __init__(self, model_dir: str, keep: int | None = 10):
+        self.directory = os.path.join(model_dir, "shards")
+        self.keep = keep
+
+    def path(self, step: int) -> str:
+        return os.path.join(self.directory, f"seal-{step}.json")
+
+    def steps(self) -> list[int]:
+        if not tf.io.gfile.isdir(self.directory):
+            return []
+        return sorted(int(m.group(1)) for f in tf.io.gfile.listdir(self.directory) if (m := _NAME.match(f)))
+
+    def write(self, step: int, state: dict) -> str:
+        """Persists the seal of checkpoint `step` atomically; keeps the newest `keep`."""
+        tf.io.gfile.makedirs(self.directory)
+        path = self.path(step)
+        with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+            f.write(json.dumps({"checkpoint_step": step, "state": state}))
+        tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+        if self.keep:
+            for old in self.steps()[:-self.keep]:
+                tf.io.gfile.remove(self.path(old))
+        return path
+
+    def read(self, step: int) -> dict:
+        """The state sealed with checkpoint `step`.
+
+        Raises:
+            ShardServiceError: when the file is missing or corrupted (named in the message).
+        """
+        path = self.path(step)
+        if not tf.io.gfile.exists(path):
+            raise ShardServiceError(
+                f"no seal for checkpoint step {step} ({path} is missing); seals exist for steps {self.steps()}.")
+        try:
+            with tf.io.gfile.GFile(path) as f:
+                content = json.loads(f.read())
+            if content.get("checkpoint_step") != step or not isinstance(content.get("state"), dict):
+                raise ValueError("it does not hold a seal of this step")
+            return content["state"]
+        except (ValueError, UnicodeDecodeError, AttributeError) as e:
+            raise ShardServiceError(
+                f"seal file {path} is corrupted ({e}). Refusing to start from it: restore it, or remove the "
+                "model_dir's shards/ directory to begin the data from epoch 0 on purpose."
+            ) from None

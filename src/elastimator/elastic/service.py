@@ -1,0 +1,266 @@
+"""The shard service: the shard book behind a gRPC endpoint, plus its client.
+
+Messages are JSON objects (never pickle). Every call carries the job token in
+the `x-elastimator-token` metadata; a wrong or missing token is refused with
+UNAUTHENTICATED. By default the server listens on 127.0.0.1 only.
+
+Workers also heartbeat; a worker silent for `worker_timeout_secs` is treated as
+failed and its shards go back (from what it reported) to the queue.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hmac
+import json
+import logging
+import threading
+import time
+from concurrent import futures
+from typing import Any, Callable
+
+import grpc
+
+from elastimator.elastic.seal_store import SealStore
+from elastimator.elastic.shards import Assigned, DatasetSpec, Finished, ShardBook, ShardServiceError, Wait
+
+logger = logging.getLogger("elastimator")
+SERVICE = "elastimator.ShardService"
+TOKEN_HEADER = "x-elastimator-token"
+
+
+class ShardService:
+    """The book, a lock, worker liveness and seal persistence; transport-agnostic.
+
+    Args:
+        token: The job token every call must carry.
+        seal_store: Where committed seals are persisted (None keeps them in memory).
+        worker_timeout_secs: Silence after which a worker counts as failed.
+        clock: Seconds, monotonic; injectable for tests.
+    """
+
+    def __init__(self, token: str, seal_store: SealStore | None = None, worker_timeout_secs: float = 30.0,
+                 clock: Callable[[], float] = time.monotonic, book: ShardBook | None = None):
+        if not token:
+            raise ShardServiceError("the shard service needs a non-empty job token.")
+        self.token = token
+        self.book = book or ShardBook()
+        self.seals = seal_store
+        self.worker_timeout_secs = worker_timeout_secs
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last_seen: dict[str, float] = {}
+
+    def resume(self, checkpoint_step: int | None) -> bool:
+        """At start: rewinds to the seal of the checkpoint training resumes from, if there is one.
+
+        Raises:
+            ShardServiceError: for a corrupted seal file (never silently starts over).
+        """
+        if self.seals is None or checkpoint_step is None or not self.seals.steps():
+            return False
+        state = self.seals.read(checkpoint_step)
+        with self._lock:
+            self.book.restore(checkpoint_step, committed=state)
+        logger.info("Shard service resumed from the seal of checkpoint step %d.", checkpoint_step)
+        return True
+
+    def check_token(self, token: str | None) -> bool:
+        return token is not None and hmac.compare_digest(token.encode(), self.token.encode())
+
+    def handle(self, method: str, request: dict) -> dict:
+        """Runs one call; raises ShardServiceError for requests the book refuses."""
+        handler = getattr(self, f"_{method}", None)
+        if handler is None or method not in METHODS:
+            raise ShardServiceError(f"unknown method {method!r}; expected one of {list(METHODS)}.")
+        worker = request.get("worker")
+        with self._lock:
+            if worker is not None:
+                self._last_seen[worker] = self._clock()
+            return handler(request)
+
+    def reap(self) -> list[str]:
+        """Fails the workers that have been silent too long; returns their names."""
+        now = self._clock()
+        with self._lock:
+            silent = [w for w, seen in self._last_seen.items() if now - seen > self.worker_timeout_secs]
+            for worker in silent:
+                del self._last_seen[worker]
+                returned = self.book.fail_worker(worker)
+                logger.warning("Worker %s stopped heartbeating; %d shard(s) went back to the queue.", worker,
+                               returned)
+        return silent
+
+    # --- methods -----------------------------------------------------------------------------
+
+    def _add_dataset(self, request):
+        fields = {f.name for f in dataclasses.fields(DatasetSpec)}
+        spec = request.get("dataset")
+        if not isinstance(spec, dict) or set(spec) - fields:
+            raise ShardServiceError(f"add_dataset needs 'dataset' with fields {sorted(fields)}; got {spec!r}.")
+        self.book.add_dataset(DatasetSpec(**spec))
+        return {}
+
+    def _request(self, request):
+        decision = self.book.request(_field(request, "dataset", str), _field(request, "worker", str))
+        if isinstance(decision, Assigned):
+            return {"decision": "assigned", **dataclasses.asdict(decision)}
+        return {"decision": "wait" if isinstance(decision, Wait) else "finished"}
+
+    def _report(self, request):
+        self.book.report(_field(request, "dataset", str), _field(request, "worker", str),
+                         _field(request, "shard_id", int), _field(request, "consumed", int))
+        return {}
+
+    def _heartbeat(self, request):
+        _field(request, "worker", str)
+        return {}
+
+    def _fail_worker(self, request):
+        failed = _field(request, "failed_worker", str)
+        self._last_seen.pop(failed, None)
+        return {"returned": self.book.fail_worker(failed)}
+
+    def _seal(self, request):
+        return {"seal_id": self.book.seal()}
+
+    def _commit(self, request):
+        step = _field(request, "checkpoint_step", int)
+        state = self.book.commit(_field(request, "seal_id", int), step)
+        if self.seals is not None:
+            self.seals.write(step, state)
+        return {}
+
+    def _restore(self, request):
+        step = _field(request, "checkpoint_step", int)
+        state = self.seals.read(step) if self.seals is not None else None
+        self.book.restore(step, committed=state)
+        return {}
+
+    def _status(self, request):
+        return self.book.status(_field(request, "dataset", str))
+
+
+METHODS = ("add_dataset", "request", "report", "heartbeat", "fail_worker", "seal", "commit", "restore", "status")
+
+
+def _field(request: dict, name: str, kind: type):
+    value = request.get(name)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ShardServiceError(f"field {name!r} must be a {kind.__name__}; got {value!r}.")
+    return value
+
+
+class ShardServer:
+    """Serves a ShardService over gRPC (JSON messages) and reaps silent workers.
+
+    Example:
+        >>> server = ShardServer(ShardService(token="s3cret")).start()
+        >>> client = ShardClient(server.address, token="s3cret", worker="worker-0")
+    """
+
+    def __init__(self, service: ShardService, host: str = "127.0.0.1", port: int = 0, max_workers: int = 16,
+                 reap_every_secs: float = 1.0):
+        self.service = service
+        self._host, self._port = host, port
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers))
+        handlers = {
+            method: grpc.unary_unary_rpc_method_handler(self._make_handler(method))
+            for method in METHODS
+        }
+        self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+        self._stop = threading.Event()
+        self._reap_every = reap_every_secs
+        self.address = ""
+
+    def _make_handler(self, method: str):
+        def handle(raw: bytes, context: grpc.ServicerContext) -> bytes:
+            token = dict(context.invocation_metadata()).get(TOKEN_HEADER)
+            if not self.service.check_token(token):
+                context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                              "missing or wrong job token; pass the job's token (ELASTIMATOR_JOB_TOKEN).")
+            try:
+                request = json.loads(raw.decode("utf-8"))
+                if not isinstance(request, dict):
+                    raise ValueError("not a JSON object")
+            except (ValueError, UnicodeDecodeError) as e:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request is not a JSON object: {e}")
+            try:
+                reply = self.service.handle(method, request)
+            except ShardServiceError as e:
+                code = grpc.StatusCode.NOT_FOUND if "unknown data set" in str(e) else grpc.StatusCode.FAILED_PRECONDITION
+                context.abort(code, str(e))
+            return json.dumps(reply).encode("utf-8")
+
+        return handle
+
+    def start(self) -> "ShardServer":
+        port = self._server.add_insecure_port(f"{self._host}:{self._port}")
+        if port == 0:
+            raise ShardServiceError(f"the shard service could not bind {self._host}:{self._port}; is it in use?")
+        self.address = f"{self._host}:{port}"
+        self._server.start()
+        threading.Thread(target=self._reap_loop, name="shard-reaper", daemon=True).start()
+        logger.info("Shard service listening on %s.", self.address)
+        return self
+
+    def _reap_loop(self) -> None:
+        while not self._stop.wait(self._reap_every):
+            self.service.reap()
+
+    def stop(self, grace: float | None = 1.0) -> None:
+        self._stop.set()
+        self._server.stop(grace).wait()
+
+
+class ShardClient:
+    """A worker's (or the chief's) connection to the shard service."""
+
+    def __init__(self, address: str, token: str, worker: str, timeout_secs: float = 30.0):
+        self.worker = worker
+        self._timeout = timeout_secs
+        self._metadata = ((TOKEN_HEADER, token),)
+        self._channel = grpc.insecure_channel(address)
+        self._calls = {m: self._channel.unary_unary(f"/{SERVICE}/{m}") for m in METHODS}
+
+    def call(self, method: str, **request: Any) -> dict:
+        request.setdefault("worker", self.worker)
+        try:
+            raw = self._calls[method](json.dumps(request).encode("utf-8"), timeout=self._timeout,
+                                      metadata=self._metadata, wait_for_ready=True)
+        except grpc.RpcError as e:
+            raise ShardServiceError(f"shard service {method} failed: {e.code().name}: {e.details()}") from None
+        return json.loads(raw.decode("utf-8"))
+
+    def add_dataset(self, spec: DatasetSpec) -> None:
+        self.call("add_dataset", dataset=dataclasses.asdict(spec))
+
+    def request(self, dataset: str) -> Assigned | Wait | Finished:
+        reply = self.call("request", dataset=dataset)
+        if reply["decision"] == "assigned":
+            return Assigned(reply["shard_id"], reply["epoch"], reply["start"], reply["end"])
+        return Wait() if reply["decision"] == "wait" else Finished()
+
+    def report(self, dataset: str, shard_id: int, consumed: int) -> None:
+        self.call("report", dataset=dataset, shard_id=shard_id, consumed=consumed)
+
+    def heartbeat(self) -> None:
+        self.call("heartbeat")
+
+    def fail_worker(self, worker: str) -> int:
+        return self.call("fail_worker", failed_worker=worker)["returned"]
+
+    def seal(self) -> int:
+        return self.call("seal")["seal_id"]
+
+    def commit(self, seal_id: int, checkpoint_step: int) -> None:
+        self.call("commit", seal_id=seal_id, checkpoint_step=checkpoint_step)
+
+    def restore(self, checkpoint_step: int) -> None:
+        self.call("restore", checkpoint_step=checkpoint_step)
+
+    def status(self, dataset: str) -> dict:
+        return self.call("status", dataset=dataset)
+
+    def close(self) -> None:
+        self._channel.close()
