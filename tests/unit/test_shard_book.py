@@ -68,8 +68,11 @@ def test_a_failed_worker_gives_back_only_what_it_did_not_train():
 def test_bad_reports_are_refused():
     book = _book()
     shard = book.request("train", "a")
-    with pytest.raises(ShardServiceError, match="worker 'b' reported shard 0 of 'train', which is held by worker 'a'"):
+    with pytest.raises(ShardServiceError, match=r"worker 'b' reported shard 0 \(lease None\) of 'train', which is "
+                                                r"held by worker 'a' \(lease 1\)"):
         book.report("train", "b", shard.shard_id, 1)
+    with pytest.raises(ShardServiceError, match="held by worker 'a'"):  # a stale hand-out of the same shard
+        book.report("train", "a", shard.shard_id, 1, lease=shard.lease + 5)
     with pytest.raises(ShardServiceError, match="reported 5 records of shard 0, which has 4"):
         book.report("train", "a", shard.shard_id, 5)
     with pytest.raises(ShardServiceError, match=r"unknown data set 'eval'; registered: \['train'\]"):
@@ -78,6 +81,19 @@ def test_bad_reports_are_refused():
         book.add_dataset(DatasetSpec(name="train", size=11, shard_size=4))
     with pytest.raises(ShardServiceError, match="shard_size must be an int >= 1"):
         DatasetSpec(name="x", size=10, shard_size=0)
+
+
+def test_a_report_from_before_a_rewind_cannot_inflate_progress():
+    book = _book(size=20, shard_size=20)
+    book.commit(book.seal(), checkpoint_step=0)
+    stale = book.request("train", "a")  # handed out after checkpoint 0
+    book.restore(0)
+    fresh = book.request("train", "a")  # the same shard, handed out again to the same worker
+    assert fresh.shard_id == stale.shard_id and fresh.lease != stale.lease
+    with pytest.raises(ShardServiceError, match="held by"):
+        book.report("train", "a", stale.shard_id, 10, lease=stale.lease)
+    book.report("train", "a", fresh.shard_id, 10, lease=fresh.lease)
+    assert book.status("train")["trained_records"] == 10
 
 
 def test_restore_rewinds_data_to_the_checkpoint():
@@ -160,3 +176,28 @@ def test_random_failures_lose_no_record_and_replay_nothing_trained():
             if isinstance(decision, Assigned):
                 held[worker] = decision
         assert counts == {(e, i): 1 for e in range(epochs) for i in range(97)}, trial
+
+
+def test_a_restarted_service_never_repeats_a_lease():
+    old = ShardBook(incarnation=1)
+    old.add_dataset(DatasetSpec(name="train", size=20, shard_size=20))
+    old.commit(old.seal(), checkpoint_step=0)
+    sealed = old.to_dict()
+    stale = old.request("train", "a")  # handed out by the service that then dies
+    new = ShardBook(incarnation=2)
+    new.restore(0, committed=sealed)
+    fresh = new.request("train", "a")
+    assert fresh.shard_id == stale.shard_id and fresh.lease != stale.lease
+    with pytest.raises(ShardServiceError, match="held by"):
+        new.report("train", "a", stale.shard_id, 5, lease=stale.lease)
+
+
+def test_reports_are_idempotent_and_contiguous():
+    book = _book(size=20, shard_size=20)
+    shard = book.request("train", "a")
+    book.report("train", "a", shard.shard_id, 10, lease=shard.lease, offset=0)
+    book.report("train", "a", shard.shard_id, 10, lease=shard.lease, offset=0)  # a retried report: ignored
+    assert book.status("train")["trained_records"] == 10
+    with pytest.raises(ShardServiceError, match="reported records from 15 of shard 0, but the next untrained record "
+                                                "is 10"):
+        book.report("train", "a", shard.shard_id, 5, lease=shard.lease, offset=15)

@@ -96,3 +96,9 @@ def test_replace_revalidates(graph):
     spec = EstimatorSpec(ModeKeys.EVAL, loss=tf.constant(1.0))
     with pytest.raises(ModelFnError, match="loss is required"):
         spec._replace(loss=None)
+
+
+def test_train_op_may_be_an_assign_on_a_resource_variable(graph):
+    step = tf.compat.v1.train.get_or_create_global_step()
+    spec = EstimatorSpec(ModeKeys.TRAIN, loss=tf.constant(1.0), train_op=tf.compat.v1.assign_add(step, 1))
+    assert isinstance(spec.train_op, tf.Operation)

@@ -45,6 +45,8 @@ class DataSetSpec:
     """Records held for shuffling."""
     max_bad_records: int = 0
     """Malformed records that may be skipped (each is reported); one more stops the job."""
+    shard_size: int | None = None
+    """With a shard service: records per shard (default 10 batches)."""
     name: str = "data set"
     """Used in messages (e.g. "train_set")."""
     need_label: bool = True
@@ -56,6 +58,8 @@ class DataSetSpec:
         object.__setattr__(self, "columns", check_columns(self.columns, where, self.need_label))
         for key in ("batch_size", "shuffle_buffer_size"):
             _positive_int(where, key, getattr(self, key))
+        if self.shard_size is not None:
+            _positive_int(where, "shard_size", self.shard_size)
         if self.epoch is not None:
             _positive_int(where, "epoch", self.epoch)
         if isinstance(self.max_bad_records, bool) or not isinstance(self.max_bad_records, int) \
@@ -111,8 +115,13 @@ class DataSetInput:
     wrong delimiter, a column missing) stop the job before training starts.
     """
 
-    def __init__(self, spec: DataSetSpec):
+    def __init__(self, spec: DataSetSpec, feed=None):
+        """`feed` (an elastic ShardFeed) makes an ElasticReader read the ranges a shard service hands out."""
         self.spec = spec
+        self.feed = feed
+        if feed is not None and not isinstance(spec.reader, readers.ElasticReader):
+            raise ReaderError(f"{spec.name}: elastic sharding needs an ElasticReader (or FileReader); got "
+                              f"{readers.describe(spec.reader)}.")
         self._sources = self._source_names()
         self.tally = BadRecordTally(spec.max_bad_records, self._sources)
         self.reader_failure: ReaderError | None = None
@@ -173,12 +182,28 @@ class DataSetInput:
     def __call__(self) -> tf.data.Dataset:
         spec = self.spec
         parser = RecordParser(spec.columns, spec.delimiter, self.tally)
+        if self.feed is not None:
+            return self._elastic_batches().map(_tagged(parser)).prefetch(1)
         if isinstance(spec.reader, FileReader):
             batches = self._file_batches(spec.reader)
         else:
             batches = self._python_batches()
         dataset = batches.map(parser, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not spec.shuffle)
         return dataset.prefetch(tf.data.AUTOTUNE)
+
+    def _elastic_batches(self) -> tf.data.Dataset:
+        """Batches of the shards the service hands this process, tagged [shard id, lease, first record, records]."""
+        def batches():
+            try:
+                for numbers, texts, tag in self.feed.batches(self.spec.reader, self.spec.batch_size):
+                    yield np.zeros(len(texts), np.int32), numbers, texts, tag
+            except ReaderError as e:
+                self.reader_failure = e
+                raise
+
+        signature = (tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int64),
+                     tf.TensorSpec([None], tf.string), tf.TensorSpec([4], tf.int64))
+        return tf.data.Dataset.from_generator(batches, output_signature=signature)
 
     def _file_batches(self, reader: FileReader) -> tf.data.Dataset:
         spec = self.spec
@@ -263,6 +288,19 @@ class DataSetInput:
         if spec.shuffle:
             dataset = dataset.unbatch().shuffle(spec.shuffle_buffer_size).batch(spec.batch_size)
         return dataset
+
+
+def _tagged(parser: RecordParser):
+    """Parses a tagged batch and carries its tag in the features, for the engine to take out."""
+    from elastimator.estimator.calls import CONSUMED_KEY
+
+    def parse(sources, numbers, texts, tag):
+        parsed = parser(sources, numbers, texts)
+        features, labels = parsed if isinstance(parsed, tuple) else (parsed, None)
+        features = dict(features, **{CONSUMED_KEY: tag})
+        return (features, labels) if labels is not None else features
+
+    return parse
 
 
 def serving_input_receiver_fn(columns) -> Callable:

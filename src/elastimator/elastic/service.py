@@ -14,6 +14,7 @@ import dataclasses
 import hmac
 import json
 import logging
+import secrets
 import threading
 import time
 from concurrent import futures
@@ -44,12 +45,13 @@ class ShardService:
         if not token:
             raise ShardServiceError("the shard service needs a non-empty job token.")
         self.token = token
-        self.book = book or ShardBook()
+        self.book = book or ShardBook(incarnation=secrets.randbelow(2**31))
         self.seals = seal_store
         self.worker_timeout_secs = worker_timeout_secs
         self._clock = clock
         self._lock = threading.Lock()
         self._last_seen: dict[str, float] = {}
+        self._told_finished: set[str] = set()
 
     def resume(self, checkpoint_step: int | None) -> bool:
         """At start: rewinds to the seal of the checkpoint training resumes from, if there is one.
@@ -79,6 +81,11 @@ class ShardService:
                 self._last_seen[worker] = self._clock()
             return handler(request)
 
+    def unfinished_workers(self) -> list[str]:
+        """Live workers that have not yet been told their data set is finished."""
+        with self._lock:
+            return sorted(set(self._last_seen) - self._told_finished)
+
     def reap(self) -> list[str]:
         """Fails the workers that have been silent too long; returns their names."""
         now = self._clock()
@@ -102,14 +109,19 @@ class ShardService:
         return {}
 
     def _request(self, request):
-        decision = self.book.request(_field(request, "dataset", str), _field(request, "worker", str))
+        worker = _field(request, "worker", str)
+        decision = self.book.request(_field(request, "dataset", str), worker)
         if isinstance(decision, Assigned):
             return {"decision": "assigned", **dataclasses.asdict(decision)}
-        return {"decision": "wait" if isinstance(decision, Wait) else "finished"}
+        if isinstance(decision, Finished):
+            self._told_finished.add(worker)
+            return {"decision": "finished"}
+        return {"decision": "wait"}
 
     def _report(self, request):
+        optional = {k: _field(request, k, int) for k in ("lease", "offset") if request.get(k) is not None}
         self.book.report(_field(request, "dataset", str), _field(request, "worker", str),
-                         _field(request, "shard_id", int), _field(request, "consumed", int))
+                         _field(request, "shard_id", int), _field(request, "consumed", int), **optional)
         return {}
 
     def _heartbeat(self, request):
@@ -208,29 +220,50 @@ class ShardServer:
         while not self._stop.wait(self._reap_every):
             self.service.reap()
 
+    def drain(self, timeout_secs: float = 60.0, poll_secs: float = 0.1) -> list[str]:
+        """Waits until every live worker has heard the data is finished (or went silent); returns stragglers."""
+        deadline = time.monotonic() + timeout_secs
+        while (waiting := self.service.unfinished_workers()) and time.monotonic() < deadline:
+            time.sleep(poll_secs)
+        if waiting:
+            logger.warning("Stopping the shard service although %s never asked for more data.", ", ".join(waiting))
+        return waiting
+
     def stop(self, grace: float | None = 1.0) -> None:
         self._stop.set()
         self._server.stop(grace).wait()
 
 
 class ShardClient:
-    """A worker's (or the chief's) connection to the shard service."""
+    """A worker's (or the chief's) connection to the shard service.
 
-    def __init__(self, address: str, token: str, worker: str, timeout_secs: float = 30.0):
+    Calls that find the service unreachable (it is restarting with the chief)
+    are retried for up to `retry_secs`; every call is safe to repeat.
+    """
+
+    def __init__(self, address: str, token: str, worker: str, timeout_secs: float = 30.0,
+                 retry_secs: float = 120.0):
         self.worker = worker
         self._timeout = timeout_secs
+        self._retry_secs = retry_secs
         self._metadata = ((TOKEN_HEADER, token),)
         self._channel = grpc.insecure_channel(address)
         self._calls = {m: self._channel.unary_unary(f"/{SERVICE}/{m}") for m in METHODS}
 
     def call(self, method: str, **request: Any) -> dict:
         request.setdefault("worker", self.worker)
-        try:
-            raw = self._calls[method](json.dumps(request).encode("utf-8"), timeout=self._timeout,
-                                      metadata=self._metadata, wait_for_ready=True)
-        except grpc.RpcError as e:
-            raise ShardServiceError(f"shard service {method} failed: {e.code().name}: {e.details()}") from None
-        return json.loads(raw.decode("utf-8"))
+        payload = json.dumps(request).encode("utf-8")
+        deadline = time.monotonic() + self._retry_secs
+        while True:
+            try:
+                raw = self._calls[method](payload, timeout=self._timeout, metadata=self._metadata, wait_for_ready=True)
+                return json.loads(raw.decode("utf-8"))
+            except grpc.RpcError as e:
+                retry = e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+                if not retry or time.monotonic() >= deadline:
+                    raise ShardServiceError(f"shard service {method} failed: {e.code().name}: {e.details()}") from None
+                logger.info("Shard service unreachable (%s); retrying %s.", e.code().name, method)
+                time.sleep(0.5)
 
     def add_dataset(self, spec: DatasetSpec) -> None:
         self.call("add_dataset", dataset=dataclasses.asdict(spec))
@@ -238,11 +271,12 @@ class ShardClient:
     def request(self, dataset: str) -> Assigned | Wait | Finished:
         reply = self.call("request", dataset=dataset)
         if reply["decision"] == "assigned":
-            return Assigned(reply["shard_id"], reply["epoch"], reply["start"], reply["end"])
+            return Assigned(reply["shard_id"], reply["epoch"], reply["start"], reply["end"], reply["lease"])
         return Wait() if reply["decision"] == "wait" else Finished()
 
-    def report(self, dataset: str, shard_id: int, consumed: int) -> None:
-        self.call("report", dataset=dataset, shard_id=shard_id, consumed=consumed)
+    def report(self, dataset: str, shard_id: int, consumed: int, lease: int | None = None,
+               offset: int | None = None) -> None:
+        self.call("report", dataset=dataset, shard_id=shard_id, consumed=consumed, lease=lease, offset=offset)
 
     def heartbeat(self) -> None:
         self.call("heartbeat")

@@ -64,6 +64,8 @@ class Shard:
     end: int
     owner: str | None = None
     consumed: int = 0
+    lease: int = 0
+    """Which hand-out of this shard the owner holds; reports must name it (stale ones are refused)."""
 
     @property
     def length(self) -> int:
@@ -72,12 +74,13 @@ class Shard:
 
 @dataclasses.dataclass(frozen=True)
 class Assigned:
-    """The worker should train records [start, end) of `epoch`, then report under `shard_id`."""
+    """The worker should train records [start, end) of `epoch`, then report under `shard_id` and `lease`."""
 
     shard_id: int
     epoch: int
     start: int
     end: int
+    lease: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,12 +101,22 @@ class _Dataset:
     done: list[Shard]
     epoch: int
     next_id: int
+    next_lease: int = 1
 
 
 class ShardBook:
-    """Shards of every registered data set, their owners and their progress."""
+    """Shards of every registered data set, their owners and their progress.
 
-    def __init__(self):
+    Args:
+        incarnation: Distinguishes this book's leases from those of an earlier
+            service process (a restarted service passes a new one), so a report
+            made to a service that has since died can never match a new hand-out.
+    """
+
+    def __init__(self, incarnation: int = 0):
+        if not 0 <= incarnation < 2**31:
+            raise ShardServiceError(f"incarnation must be in [0, 2**31); got {incarnation}.")
+        self._incarnation = incarnation
         self._datasets: dict[str, _Dataset] = {}
         self._seals: dict[int, dict] = {}
         self._committed: dict[int, dict] = {}
@@ -153,22 +166,40 @@ class ShardBook:
         if dataset.todo:
             shard = dataset.todo.pop(0)
             shard.owner = worker
+            shard.lease = (self._incarnation << 32) | dataset.next_lease
+            dataset.next_lease += 1
             dataset.doing[shard.id] = shard
             if not dataset.todo:
                 self._open_next_epoch(dataset)
-            return Assigned(shard.id, shard.epoch, shard.start + shard.consumed, shard.end)
+            return Assigned(shard.id, shard.epoch, shard.start + shard.consumed, shard.end, shard.lease)
         return Wait() if dataset.doing else Finished()
 
-    def report(self, name: str, worker: str, shard_id: int, consumed: int) -> None:
-        """Records that `worker` trained `consumed` more records of its shard (after the step ran)."""
+    def report(self, name: str, worker: str, shard_id: int, consumed: int, lease: int | None = None,
+               offset: int | None = None) -> None:
+        """Records that `worker` trained the next `consumed` records of its shard (after the step ran).
+
+        `lease` (from Assigned) tells hand-outs of the same shard apart: a report
+        from an earlier hand-out (e.g. one made before a rewind) is refused.
+        `offset` (the first record of the batch) makes a report idempotent: one
+        already counted (a retry after a lost reply) is ignored, one that skips
+        records is refused.
+        """
         dataset = self._get(name)
         shard = dataset.doing.get(shard_id)
-        if shard is None or shard.owner != worker:
-            owner = "nobody" if shard is None else f"worker {shard.owner!r}"
+        if shard is None or shard.owner != worker or (lease is not None and lease != shard.lease):
+            owner = "nobody" if shard is None else f"worker {shard.owner!r} (lease {shard.lease})"
             raise ShardServiceError(
-                f"worker {worker!r} reported shard {shard_id} of {name!r}, which is held by {owner}.")
+                f"worker {worker!r} reported shard {shard_id} (lease {lease}) of {name!r}, which is held by {owner}.")
         if isinstance(consumed, bool) or not isinstance(consumed, int) or consumed < 0:
             raise ShardServiceError(f"consumed must be an int >= 0; got {consumed!r}.")
+        if offset is not None:
+            expected = shard.start + shard.consumed
+            if offset + consumed <= expected:
+                return  # already counted
+            if offset != expected:
+                raise ShardServiceError(
+                    f"worker {worker!r} reported records from {offset} of shard {shard_id}, but the next untrained "
+                    f"record is {expected}.")
         if shard.consumed + consumed > shard.length:
             raise ShardServiceError(
                 f"worker {worker!r} reported {shard.consumed + consumed} records of shard {shard_id}, which has "
@@ -228,7 +259,12 @@ class ShardBook:
             raise ShardServiceError(
                 f"no committed seal for checkpoint step {checkpoint_step}; have {sorted(self._committed)}.")
         restored = ShardBook.from_dict(state)
-        for dataset in restored._datasets.values():
+        for name, dataset in restored._datasets.items():
+            # Ids and leases never repeat: a report from before the rewind must not match a new hand-out.
+            current = self._datasets.get(name)
+            if current is not None:
+                dataset.next_id = max(dataset.next_id, current.next_id)
+                dataset.next_lease = max(dataset.next_lease, current.next_lease)
             for shard in sorted(dataset.doing.values(), key=lambda s: -s.id):
                 del dataset.doing[shard.id]
                 ShardBook._give_back(dataset, shard)
@@ -262,6 +298,7 @@ class ShardBook:
                     "done": [dataclasses.asdict(s) for s in d.done],
                     "epoch": d.epoch,
                     "next_id": d.next_id,
+                    "next_lease": d.next_lease,
                 }
                 for name, d in self._datasets.items()
             },
@@ -282,7 +319,7 @@ class ShardBook:
                 book._datasets[name] = _Dataset(
                     spec=DatasetSpec(**d["spec"]), todo=[Shard(**s) for s in d["todo"]],
                     doing={s.id: s for s in doing}, done=[Shard(**s) for s in d["done"]],
-                    epoch=int(d["epoch"]), next_id=int(d["next_id"]))
+                    epoch=int(d["epoch"]), next_id=int(d["next_id"]), next_lease=int(d["next_lease"]))
             book._next_seal = int(state["next_seal"])
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ShardServiceError(f"shard state is malformed ({type(e).__name__}: {e}).") from None

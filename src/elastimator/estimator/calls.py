@@ -15,6 +15,10 @@ from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.estimator.spec import EstimatorSpec
 
 _MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config")
+CONSUMED_KEY = "__elastimator_consumed__"
+"""A feature an input may carry to say which records a batch holds ([shard id, lease, first record, records]); the engine
+takes it out of the features before model_fn and puts it in the CONSUMED_COLLECTION for hooks."""
+CONSUMED_COLLECTION = "elastimator_consumed"
 _INPUT_FN_ARGS = ("mode", "params", "config", "input_context")
 
 
@@ -105,6 +109,9 @@ def call_input_fn(input_fn: Callable, mode: str, params: dict, config) -> InputR
         hooks = (DatasetInitializerHook(iterator),)
         result = iterator.get_next()
     features, labels = _split(result, input_fn)
+    if isinstance(features, dict) and CONSUMED_KEY in features:
+        features = dict(features)
+        tf.compat.v1.add_to_collection(CONSUMED_COLLECTION, features.pop(CONSUMED_KEY))
     return InputResult(features=features, labels=labels, hooks=hooks)
 
 

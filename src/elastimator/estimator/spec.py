@@ -131,8 +131,8 @@ def _check_train_op(train_op, mode: str, graph: tf.Graph):
                 "Use optimizer.minimize(loss, global_step=tf.compat.v1.train.get_global_step())."
             )
         return None
-    if isinstance(train_op, tf.Tensor):
-        train_op = train_op.op
+    if not isinstance(train_op, tf.Operation) and isinstance(getattr(train_op, "op", None), tf.Operation):
+        train_op = train_op.op  # a Tensor, or the result of assign_add on a resource variable
     if not isinstance(train_op, tf.Operation):
         raise ModelFnError(f"EstimatorSpec: train_op must be an Operation or Tensor; got {type(train_op).__name__}.")
     _check_in_graph("train_op", train_op, graph)

@@ -36,6 +36,7 @@ DATASET_KEYS = {
     "shuffle_buffer_size": "int > 0",
     "max_bad_records": "int >= 0",
     "skip_header": "bool (with 'path')",
+    "shard_size": "int > 0 or None",
 }
 
 

@@ -17,6 +17,10 @@ from typing import Any, Mapping, Sequence
 import tensorflow as tf
 
 from elastimator.data.dataset import DataSetInput, serving_input_receiver_fn
+from elastimator.elastic.feed import ServiceConfig, ShardFeed, ShardReportHook, ShardRestoreHook, ShardSealListener
+from elastimator.elastic.seal_store import SealStore
+from elastimator.elastic.service import ShardClient, ShardServer, ShardService
+from elastimator.elastic.shards import DatasetSpec
 from elastimator.estimator import checkpoints
 from elastimator.estimator.estimator import Estimator
 from elastimator.estimator.run_config import RunConfig, TaskType
@@ -25,7 +29,7 @@ from elastimator.job.progress import ProgressHook
 from elastimator.training.exporters import Exporter
 from elastimator.training.policies import EveryNSeconds, EveryNSteps
 from elastimator.training.specs import EvalSpec, TrainSpec
-from elastimator.training.train_and_evaluate import train_and_evaluate
+from elastimator.training.train_and_evaluate import train_and_evaluate, train_only
 
 logger = logging.getLogger("elastimator")
 
@@ -87,29 +91,72 @@ def _raise_input_failure(inputs: Sequence[DataSetInput], error: tf.errors.OpErro
     raise error
 
 
+@dataclasses.dataclass
+class _Elastic:
+    """This process's part in elastic sharding: the feed, hooks and listeners, and (chief) the server."""
+
+    feed: ShardFeed
+    hooks: list
+    listeners: list
+    server: ShardServer | None
+
+
+def _elastic(conf: JobConf, config: RunConfig, service: ServiceConfig) -> _Elastic:
+    spec = conf.train_set
+    server = None
+    if config.is_chief:
+        host, _, port = service.address.rpartition(":")
+        shard_service = ShardService(service.token, SealStore(config.model_dir, keep=conf.keep_checkpoint_max or None),
+                                     worker_timeout_secs=service.worker_timeout_secs)
+        shard_service.resume(checkpoints.global_step_of(checkpoints.latest_checkpoint(config.model_dir))
+                             if checkpoints.latest_checkpoint(config.model_dir) else None)
+        server = ShardServer(shard_service, host=host, port=int(port)).start()
+    client = ShardClient(service.address, service.token, worker=f"{config.task_type}-{config.task_id}")
+    dataset = DatasetSpec(name=spec.name, size=spec.reader.data_nums, shard_size=spec.shard_size or 10 * spec.batch_size,
+                          epochs=spec.epoch or 1_000_000, shuffle=spec.shuffle, seed=conf.tf_random_seed or 0)
+    feed = ShardFeed(client, dataset).start()
+    hooks: list = [ShardReportHook(feed)]
+    listeners: list = []
+    if config.is_chief:
+        hooks.append(ShardRestoreHook(client))
+        listeners.append(ShardSealListener(client))
+    return _Elastic(feed, hooks, listeners, server)
+
+
 def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: bool = True,
             extra_hooks: Sequence = ()) -> JobResult:
-    """Runs this process's part of the job described by `conf`."""
+    """Runs this process's part of the job described by `conf`.
+
+    With ELASTIMATOR_SHARD_SERVICE set, the training data is sharded by the
+    job's shard service (hosted by the chief) instead of read whole by each process.
+    """
     config = run_config(conf, tf_config)
     estimator = build_estimator(conf, config)
-    train = DataSetInput(conf.train_set)
+    service = ServiceConfig.from_env()
+    elastic = None
+    if service is not None and config.task_type not in (TaskType.PS, TaskType.EVALUATOR):
+        elastic = _elastic(conf, config, service)
+    train = DataSetInput(conf.train_set, feed=elastic.feed if elastic else None)
     evaluation = DataSetInput(conf.eval_set) if conf.eval_set is not None else None
     inputs = [d for d in (train, evaluation) if d is not None]
     if config.task_type != TaskType.PS:
         for data in inputs:
             data.check()
-    hooks = list(extra_hooks)
+    hooks = list(extra_hooks) + (elastic.hooks if elastic else [])
+    listeners = elastic.listeners if elastic else []
     if show_progress and config.is_chief:
         hooks.append(ProgressHook(_total_steps(conf, train)))
     exporter = build_exporter(conf)
     metrics, exports = None, []
+    train_spec = TrainSpec(train, max_steps=conf.max_steps, hooks=hooks, saving_listeners=listeners)
     try:
         if evaluation is None:
-            estimator.train(train, hooks=hooks, max_steps=conf.max_steps)
-            checkpoint = estimator.latest_checkpoint()
-            path = exporter.export(estimator, os.path.join(estimator.model_dir, "export", exporter.name),
-                                   checkpoint, {"global_step": checkpoints.global_step_of(checkpoint)}, True)
-            exports = [path] if path else []
+            train_only(estimator, train_spec)
+            if config.is_chief:
+                checkpoint = estimator.latest_checkpoint()
+                path = exporter.export(estimator, os.path.join(estimator.model_dir, "export", exporter.name),
+                                       checkpoint, {"global_step": checkpoints.global_step_of(checkpoint)}, True)
+                exports = [path] if path else []
         else:
             policy = EveryNSeconds(conf.eval_throttle_secs)
             if conf.eval_every_steps:
@@ -117,12 +164,18 @@ def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: b
                     EveryNSteps(conf.eval_every_steps) | policy
             metrics, exports = train_and_evaluate(
                 estimator,
-                TrainSpec(train, max_steps=conf.max_steps, hooks=hooks),
+                train_spec,
                 EvalSpec(evaluation, steps=conf.eval_steps, exporters=[exporter], policy=policy,
                          start_delay_secs=conf.eval_start_delay_secs, throttle_secs=conf.eval_throttle_secs),
             )
     except tf.errors.OpError as error:
         _raise_input_failure(inputs, error)
+    finally:
+        if elastic is not None:
+            elastic.feed.stop()
+            if elastic.server is not None:
+                elastic.server.drain(timeout_secs=max(60.0, 3 * elastic.server.service.worker_timeout_secs))
+                elastic.server.stop()
     step = checkpoints.global_step_of(estimator.latest_checkpoint())
     bad = {d.spec.name: d.tally.count for d in inputs}
     return JobResult(model_dir=estimator.model_dir, global_step=step, metrics=metrics,

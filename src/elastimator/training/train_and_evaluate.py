@@ -106,6 +106,22 @@ def _run_evaluator(estimator, train_spec: TrainSpec, eval_spec: EvalSpec):
     return (result.metrics, result.export_results) if result else (None, [])
 
 
+def train_only(estimator: Estimator, train_spec: TrainSpec):
+    """Trains without evaluating, locally or as this process's role (chief, worker or ps)."""
+    config = estimator.config
+    if config.task_type == TaskType.EVALUATOR:
+        raise ConfigError("an evaluator task needs an EvalSpec; this job evaluates nothing. Remove the evaluator "
+                          "from the cluster or add evaluation data.")
+    if not config.cluster.is_distributed:
+        estimator.train(train_spec.input_fn, hooks=train_spec.hooks, max_steps=train_spec.max_steps,
+                        saving_listeners=train_spec.saving_listeners)
+        return
+    if config.task_type == TaskType.PS:
+        _run_ps(estimator)
+    else:
+        _run_trainer(estimator, train_spec)
+
+
 def train_and_evaluate(estimator: Estimator, train_spec: TrainSpec, eval_spec: EvalSpec):
     """Trains, evaluates and exports; what this process does depends on its role in TF_CONFIG.
 

@@ -1,0 +1,208 @@
+"""The training side of elastic sharding: shards in, progress out, seals with checkpoints.
+
+* `ShardFeed` asks the shard service for index ranges, reads them from an
+  `ElasticReader` in batches, and tags each batch with (shard id, records).
+* `ShardReportHook` reports a batch's records only after the step that trained
+  them has run, so a process that dies loses at most its in-flight batch.
+* `ShardSealListener` (chief) seals the book right before each checkpoint save
+  and commits it right after; `ShardRestoreHook` (chief) rewinds the book when
+  the session is re-created from a checkpoint (e.g. after a ps failure).
+
+This module is the only reader of ELASTIMATOR_SHARD_SERVICE / ELASTIMATOR_JOB_TOKEN.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+import time
+from typing import Iterator
+
+import numpy as np
+import tensorflow as tf
+
+from elastimator.data import reader as readers
+from elastimator.elastic.service import ShardClient
+from elastimator.elastic.shards import Assigned, DatasetSpec, Finished, ShardServiceError
+from elastimator.errors import ReaderError
+from elastimator.estimator.calls import CONSUMED_COLLECTION
+
+logger = logging.getLogger("elastimator")
+ENV_ADDRESS = "ELASTIMATOR_SHARD_SERVICE"
+ENV_TOKEN = "ELASTIMATOR_JOB_TOKEN"
+ENV_WORKER_TIMEOUT = "ELASTIMATOR_WORKER_TIMEOUT_SECS"
+
+
+@dataclasses.dataclass(frozen=True)
+class ServiceConfig:
+    """Where the job's shard service is, and its token."""
+
+    address: str
+    token: str
+    worker_timeout_secs: float = 30.0
+    """A worker silent this long is failed and its shards go back."""
+
+    @classmethod
+    def from_env(cls) -> "ServiceConfig | None":
+        address = os.environ.get(ENV_ADDRESS, "").strip()
+        if not address:
+            return None
+        token = os.environ.get(ENV_TOKEN, "")
+        if not token:
+            raise ReaderError(f"{ENV_ADDRESS} is set but {ENV_TOKEN} is not; every process of the job needs the "
+                              "job token.")
+        timeout = os.environ.get(ENV_WORKER_TIMEOUT, "30")
+        try:
+            return cls(address, token, float(timeout))
+        except ValueError:
+            raise ReaderError(f"{ENV_WORKER_TIMEOUT} must be a number of seconds; got {timeout!r}.") from None
+
+
+class ShardFeed:
+    """One process's stream of shards from the service, and its reports back.
+
+    Args:
+        client: A client whose worker name identifies this process.
+        dataset: The data set as the service should shard it.
+        wait_timeout_secs: How long to wait while all shards are out (then ReaderError).
+        heartbeat_secs: How often to tell the service this process is alive.
+    """
+
+    def __init__(self, client: ShardClient, dataset: DatasetSpec, wait_timeout_secs: float = 600.0,
+                 heartbeat_secs: float = 1.0):
+        self.client = client
+        self.dataset = dataset
+        self._wait_timeout = wait_timeout_secs
+        self._heartbeat_secs = heartbeat_secs
+        self._abandoned: set[int] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+
+    def start(self) -> "ShardFeed":
+        """Registers the data set, returns a previous incarnation's shards, starts heartbeating."""
+        self.client.add_dataset(self.dataset)
+        returned = self.client.fail_worker(self.client.worker)
+        if returned:
+            logger.info("Returned %d shard(s) a previous run of %s still held.", returned, self.client.worker)
+        self._heartbeat = threading.Thread(target=self._beat, name="shard-heartbeat", daemon=True)
+        self._heartbeat.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self._heartbeat_secs):
+            try:
+                self.client.heartbeat()
+            except ShardServiceError as e:
+                logger.warning("Shard service heartbeat failed: %s", e)
+
+    def batches(self, reader: readers.ElasticReader, batch_size: int) -> Iterator[tuple]:
+        """(record numbers, texts, [shard id, lease, first record, records]) per batch of each assigned shard."""
+        waited_since = None
+        next_log = 0.0
+        while True:
+            decision = self.client.request(self.dataset.name)
+            if isinstance(decision, Finished):
+                return
+            if not isinstance(decision, Assigned):
+                now = time.monotonic()
+                waited_since = waited_since or now
+                if now - waited_since > self._wait_timeout:
+                    raise ReaderError(
+                        f"waited {self._wait_timeout:.0f}s for a shard of {self.dataset.name!r}; other workers hold "
+                        "every remaining shard and none came back. Is a worker stuck?")
+                if now >= next_log:
+                    logger.info("All shards of %s are out; waiting for other workers to finish theirs.",
+                                self.dataset.name)
+                    next_log = now + 10.0
+                time.sleep(0.2)
+                continue
+            waited_since = None
+            for start in range(decision.start, decision.end, batch_size):
+                if self._is_abandoned(decision.lease):
+                    break
+                end = min(decision.end, start + batch_size)
+                texts = [readers.as_text(r, reader.describe())
+                         for r in readers.records_in_range(reader, start, end)]
+                yield (np.arange(start + 1, end + 1, dtype=np.int64), np.asarray(texts, dtype=object),
+                       np.asarray([decision.shard_id, decision.lease, start, end - start], dtype=np.int64))
+
+    def _is_abandoned(self, lease: int) -> bool:
+        with self._lock:
+            return lease in self._abandoned
+
+    def report(self, shard_id: int, lease: int, offset: int, records: int) -> None:
+        """Reports trained records; a hand-out the service took back (after a rewind) is dropped."""
+        try:
+            self.client.report(self.dataset.name, shard_id, records, lease=lease, offset=offset)
+        except ShardServiceError as e:
+            if "held by" not in str(e):
+                raise
+            with self._lock:
+                self._abandoned.add(lease)
+            logger.info("Shard %d (lease %d) of %s was taken back by the service (a rewind); dropping it.",
+                        shard_id, lease, self.dataset.name)
+
+
+class ShardReportHook(tf.compat.v1.train.SessionRunHook):
+    """Reports each batch's records to the service after the step that trained them."""
+
+    def __init__(self, feed: ShardFeed):
+        self._feed = feed
+
+    def begin(self):
+        tokens = tf.compat.v1.get_collection(CONSUMED_COLLECTION)
+        if not tokens:
+            raise ReaderError("ShardReportHook: the input carries no shard tags; use a DataSetInput with a ShardFeed.")
+        self._token = tokens[0]
+
+    def before_run(self, run_context):
+        return tf.compat.v1.train.SessionRunArgs(self._token)
+
+    def after_run(self, run_context, run_values):
+        shard_id, lease, offset, records = (int(v) for v in run_values.results)
+        self._feed.report(shard_id, lease, offset, records)
+
+    def end(self, session):
+        self._feed.stop()
+
+
+class ShardSealListener(tf.compat.v1.train.CheckpointSaverListener):
+    """Chief: seals the shard book right before each save and commits it under the saved step."""
+
+    def __init__(self, client: ShardClient):
+        self._client = client
+        self._seal: int | None = None
+
+    def before_save(self, session, global_step_value):
+        self._seal = self._client.seal()
+
+    def after_save(self, session, global_step_value):
+        self._client.commit(self._seal, int(global_step_value))
+
+
+class ShardRestoreHook(tf.compat.v1.train.SessionRunHook):
+    """Chief: when the session is re-created from checkpoint N, rewinds the shard book to seal N."""
+
+    def __init__(self, client: ShardClient):
+        self._client = client
+        self._created = 0
+
+    def begin(self):
+        self._global_step = tf.compat.v1.train.get_global_step()
+
+    def after_create_session(self, session, coord):
+        self._created += 1
+        if self._created == 1:  # the service itself resumed from this checkpoint's seal at start
+            return
+        step = int(session.run(self._global_step))
+        try:
+            self._client.restore(step)
+            logger.info("Shard book rewound to checkpoint step %d after the session was re-created.", step)
+        except ShardServiceError as e:
+            logger.warning("Could not rewind the shard book to step %d: %s", step, e)
