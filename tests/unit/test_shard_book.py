@@ -201,3 +201,14 @@ def test_reports_are_idempotent_and_contiguous():
     with pytest.raises(ShardServiceError, match="reported records from 15 of shard 0, but the next untrained record "
                                                 "is 10"):
         book.report("train", "a", shard.shard_id, 5, lease=shard.lease, offset=15)
+
+
+def test_a_checkpoint_saved_again_keeps_its_first_seal():
+    book = _book(size=20, shard_size=10)
+    book.commit(book.seal(), checkpoint_step=5)
+    shard = book.request("train", "a")
+    book.report("train", "a", shard.shard_id, 10)  # trained after checkpoint 5, then lost with the ps
+    # The session is re-created from checkpoint 5, which the saver writes again before the rewind.
+    book.commit(book.seal(), checkpoint_step=5)
+    book.restore(5)
+    assert book.status("train")["trained_records"] == 0

@@ -186,3 +186,19 @@ def test_user_scaffold_init_fn_runs_and_keeps_our_saver(make_estimator, iris):
     estimator.train(train_input(*iris), steps=4)
     assert ran == [1]
     assert len(tf.train.get_checkpoint_state(estimator.model_dir).all_model_checkpoint_paths) == 1
+
+
+def test_hooks_that_run_first_see_the_session_before_the_checkpoint_saver(make_estimator, iris):
+    order = []
+
+    class First(tf.compat.v1.train.SessionRunHook):
+        runs_first = True
+
+        def after_create_session(self, session, coord):
+            files = os.listdir(estimator.model_dir) if os.path.isdir(estimator.model_dir) else []
+            order.append(("first", [f for f in files if f.startswith(("model.ckpt", "checkpoint"))]))
+
+    estimator = make_estimator(save_checkpoints_steps=100)
+    estimator.train(train_input(*iris), steps=1, hooks=[First()])
+    assert order == [("first", [])]  # nothing saved yet when it ran
+    assert estimator.latest_checkpoint() is not None

@@ -27,6 +27,7 @@ from elastimator.data import reader as readers
 from elastimator.elastic.service import ShardClient
 from elastimator.elastic.shards import Assigned, DatasetSpec, Finished, ShardServiceError
 from elastimator.errors import ReaderError
+from elastimator.estimator import checkpoints
 from elastimator.estimator.calls import CONSUMED_COLLECTION
 
 logger = logging.getLogger("elastimator")
@@ -187,20 +188,32 @@ class ShardSealListener(tf.compat.v1.train.CheckpointSaverListener):
 
 
 class ShardRestoreHook(tf.compat.v1.train.SessionRunHook):
-    """Chief: when the session is re-created from checkpoint N, rewinds the shard book to seal N."""
+    """Chief: lets the service hand out shards once the model is restored, and rewinds the shard book to
+    seal N whenever the session is re-created from checkpoint N.
 
-    def __init__(self, client: ShardClient):
+    N is the step in the restored checkpoint's file name, the step its seal was
+    committed under (the global step variable inside may be a little ahead,
+    when workers kept training while the chief saved).
+    """
+
+    # Before the checkpoint saver, which saves (and seals) as soon as a session is created: the
+    # book must already be back at the restored checkpoint when that happens.
+    runs_first = True
+
+    def __init__(self, client: ShardClient, model_dir: str):
         self._client = client
+        self._model_dir = model_dir
         self._created = 0
-
-    def begin(self):
-        self._global_step = tf.compat.v1.train.get_global_step()
 
     def after_create_session(self, session, coord):
         self._created += 1
-        if self._created == 1:  # the service itself resumed from this checkpoint's seal at start
+        if self._created == 1:  # the service resumed from this checkpoint's seal at start; the model is there now
+            self._client.open()
             return
-        step = int(session.run(self._global_step))
+        latest = checkpoints.latest_checkpoint(self._model_dir)
+        if latest is None:
+            return
+        step = checkpoints.step_of_path(latest)
         try:
             self._client.restore(step)
             logger.info("Shard book rewound to checkpoint step %d after the session was re-created.", step)

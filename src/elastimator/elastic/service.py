@@ -52,6 +52,7 @@ class ShardService:
         self._lock = threading.Lock()
         self._last_seen: dict[str, float] = {}
         self._told_finished: set[str] = set()
+        self._open = True
 
     def resume(self, checkpoint_step: int | None) -> bool:
         """At start: rewinds to the seal of the checkpoint training resumes from, if there is one.
@@ -64,7 +65,11 @@ class ShardService:
         state = self.seals.read(checkpoint_step)
         with self._lock:
             self.book.restore(checkpoint_step, committed=state)
-        logger.info("Shard service resumed from the seal of checkpoint step %d.", checkpoint_step)
+            # Workers that kept training against the parameter servers must not get new shards until the
+            # chief has put the model back to this checkpoint: what they trained before that is wiped.
+            self._open = False
+        logger.info("Shard service resumed from the seal of checkpoint step %d; shards wait for the chief's "
+                    "restore.", checkpoint_step)
         return True
 
     def check_token(self, token: str | None) -> bool:
@@ -72,7 +77,7 @@ class ShardService:
 
     def handle(self, method: str, request: dict) -> dict:
         """Runs one call; raises ShardServiceError for requests the book refuses."""
-        handler = getattr(self, f"_{method}", None)
+        handler = getattr(self, "_open_" if method == "open" else f"_{method}", None)
         if handler is None or method not in METHODS:
             raise ShardServiceError(f"unknown method {method!r}; expected one of {list(METHODS)}.")
         worker = request.get("worker")
@@ -108,8 +113,14 @@ class ShardService:
         self.book.add_dataset(DatasetSpec(**spec))
         return {}
 
+    def _open_(self, request):
+        self._open = True
+        return {}
+
     def _request(self, request):
         worker = _field(request, "worker", str)
+        if not self._open:
+            return {"decision": "wait"}
         decision = self.book.request(_field(request, "dataset", str), worker)
         if isinstance(decision, Assigned):
             return {"decision": "assigned", **dataclasses.asdict(decision)}
@@ -138,8 +149,9 @@ class ShardService:
 
     def _commit(self, request):
         step = _field(request, "checkpoint_step", int)
+        new = not self.book.is_committed(step)
         state = self.book.commit(_field(request, "seal_id", int), step)
-        if self.seals is not None:
+        if new and self.seals is not None:
             self.seals.write(step, state)
         return {}
 
@@ -153,7 +165,8 @@ class ShardService:
         return self.book.status(_field(request, "dataset", str))
 
 
-METHODS = ("add_dataset", "request", "report", "heartbeat", "fail_worker", "seal", "commit", "restore", "status")
+METHODS = ("add_dataset", "request", "report", "heartbeat", "fail_worker", "seal", "commit", "restore", "status",
+           "open")
 
 
 def _field(request: dict, name: str, kind: type):
@@ -292,6 +305,10 @@ class ShardClient:
 
     def restore(self, checkpoint_step: int) -> None:
         self.call("restore", checkpoint_step=checkpoint_step)
+
+    def open(self) -> None:
+        """Chief: the model is at the checkpoint the service resumed from; hand out shards again."""
+        self.call("open")
 
     def status(self, dataset: str) -> dict:
         return self.call("status", dataset=dataset)

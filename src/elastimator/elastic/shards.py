@@ -241,12 +241,19 @@ class ShardBook:
         return seal_id
 
     def commit(self, seal_id: int, checkpoint_step: int) -> dict:
-        """Keeps seal `seal_id` as the data position of checkpoint `checkpoint_step`; returns it."""
+        """Keeps seal `seal_id` as the data position of checkpoint `checkpoint_step`; returns it.
+
+        A step that already has a committed seal keeps it: the same step is saved
+        again only when a session is re-created from that checkpoint, before the
+        data position is rewound, and that later seal would describe the wrong data.
+        """
         state = self._seals.pop(seal_id, None)
         if state is None:
             raise ShardServiceError(f"no pending seal {seal_id}; seal() right before each checkpoint save.")
-        self._committed[checkpoint_step] = state
-        return state
+        return self._committed.setdefault(checkpoint_step, state)
+
+    def is_committed(self, checkpoint_step: int) -> bool:
+        return checkpoint_step in self._committed
 
     def restore(self, checkpoint_step: int, committed: dict | None = None) -> None:
         """Rewinds to the data position of checkpoint `checkpoint_step`.

@@ -87,6 +87,14 @@ def global_step_of(checkpoint: str | None) -> int:
         return 0
 
 
+def step_of_path(checkpoint: str) -> int:
+    """The step in a checkpoint's file name (model.ckpt-<step>), which is what the saver was told."""
+    try:
+        return int(checkpoint.rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        raise CheckpointError(f"{checkpoint!r} is not named <prefix>-<step>.") from None
+
+
 def make_saver(config) -> tf.compat.v1.train.Saver:
     """The Saver every Estimator graph uses: relative paths, retention from RunConfig."""
     return tf.compat.v1.train.Saver(

@@ -87,10 +87,13 @@ def train(
         if latest is None and estimator.warm_start_settings is not None:
             estimator.warm_start_settings.apply()
         scaffold = sessions.make_scaffold(spec, config)
-        all_hooks = list(built.input_hooks) + _default_hooks(built, scaffold, config, model_dir, listeners)
+        # Hooks that must see a (re-)created session before anything else, the checkpoint
+        # saver's save-on-create included, say so with `runs_first = True`.
+        first = [h for h in user_hooks if getattr(h, "runs_first", False)]
+        all_hooks = first + list(built.input_hooks) + _default_hooks(built, scaffold, config, model_dir, listeners)
         if steps is not None or max_steps is not None:
             all_hooks.append(tf.compat.v1.train.StopAtStepHook(num_steps=steps, last_step=max_steps))
-        all_hooks += user_hooks + list(spec.training_hooks)
+        all_hooks += [h for h in user_hooks if h not in first] + list(spec.training_hooks)
         if config.is_chief:
             all_hooks += list(spec.training_chief_hooks)
         if config.cluster.is_distributed and config.num_ps_replicas:

@@ -108,8 +108,8 @@ def _elastic(conf: JobConf, config: RunConfig, service: ServiceConfig) -> _Elast
         host, _, port = service.address.rpartition(":")
         shard_service = ShardService(service.token, SealStore(config.model_dir, keep=conf.keep_checkpoint_max or None),
                                      worker_timeout_secs=service.worker_timeout_secs)
-        shard_service.resume(checkpoints.global_step_of(checkpoints.latest_checkpoint(config.model_dir))
-                             if checkpoints.latest_checkpoint(config.model_dir) else None)
+        latest = checkpoints.latest_checkpoint(config.model_dir)
+        shard_service.resume(checkpoints.step_of_path(latest) if latest else None)
         server = ShardServer(shard_service, host=host, port=int(port)).start()
     client = ShardClient(service.address, service.token, worker=f"{config.task_type}-{config.task_id}")
     dataset = DatasetSpec(name=spec.name, size=spec.reader.data_nums, shard_size=spec.shard_size or 10 * spec.batch_size,
@@ -118,7 +118,7 @@ def _elastic(conf: JobConf, config: RunConfig, service: ServiceConfig) -> _Elast
     hooks: list = [ShardReportHook(feed)]
     listeners: list = []
     if config.is_chief:
-        hooks.append(ShardRestoreHook(client))
+        hooks.append(ShardRestoreHook(client, config.model_dir))
         listeners.append(ShardSealListener(client))
     return _Elastic(feed, hooks, listeners, server)
 

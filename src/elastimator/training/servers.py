@@ -55,7 +55,10 @@ def signal_done(config: RunConfig, target: str) -> None:
     token = CHIEF_TOKEN if config.is_chief else WORKER_TOKEN
     with tf.Graph().as_default():
         enqueues = [_done_queue(i).enqueue(token) for i in range(config.num_ps_replicas)]
-        session_config = tf.compat.v1.ConfigProto(device_filters=["/job:ps", f"/job:{config.task_type}"])
+        # Only the ps tasks and this task: a session must not wait for another trainer that may be gone.
+        session_config = tf.compat.v1.ConfigProto(
+            device_filters=["/job:ps", f"/job:{config.task_type}/task:{config.task_id}"],
+            operation_timeout_in_ms=30_000)
         try:
             with tf.compat.v1.Session(target, config=session_config) as session:
                 session.run(enqueues, options=tf.compat.v1.RunOptions(timeout_in_ms=10_000))
