@@ -49,6 +49,11 @@ def _parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="write a PNG of training loss and eval metrics over steps")
     report.add_argument("model_dir")
     report.add_argument("--output", help="PNG path (default: <model_dir>/report.png)")
+    service = commands.add_parser("shard-service", help="run a job's shard service on its own (not in the chief)")
+    service.add_argument("--model-dir", required=True, help="the job's model_dir (seals live in <model_dir>/shards)")
+    service.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
+    service.add_argument("--port", type=int, default=0, help="port (default: any free one, printed)")
+    service.add_argument("--worker-timeout-secs", type=float, default=30.0)
     return parser
 
 
@@ -123,7 +128,31 @@ def _report(args) -> int:
     return 0
 
 
-COMMANDS = {"run": _run, "export": _export, "predict": _predict, "inspect": _inspect, "report": _report}
+def _shard_service(args) -> int:
+    import signal
+    import threading
+
+    from elastimator.elastic.feed import ServiceConfig
+    from elastimator.elastic.seal_store import SealStore
+    from elastimator.elastic.service import ShardServer, ShardService
+    from elastimator.estimator import checkpoints
+
+    service = ShardService(ServiceConfig.token_from_env(), SealStore(args.model_dir),
+                           worker_timeout_secs=args.worker_timeout_secs)
+    latest = checkpoints.latest_checkpoint(args.model_dir)
+    service.resume(checkpoints.step_of_path(latest) if latest else None)
+    server = ShardServer(service, host=args.host, port=args.port).start()
+    print(server.address, flush=True)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    server.stop()
+    return 0
+
+
+COMMANDS = {"run": _run, "export": _export, "predict": _predict, "inspect": _inspect, "report": _report,
+            "shard-service": _shard_service}
 
 
 def main(argv=None) -> int:

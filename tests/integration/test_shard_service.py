@@ -104,3 +104,35 @@ def test_seal_store_keeps_the_newest(tmp_path):
     assert not os.path.exists(store.path(10))
     with pytest.raises(ShardServiceError, match="no seal for checkpoint step 10"):
         store.read(10)
+
+
+def test_standalone_shard_service_feeds_a_local_job(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    from elastimator.job.conf import JobConf
+    from elastimator.job.executor import run_job
+    from tests.unit.test_executor_and_progress import COLUMNS, IrisReader, inner_model_fn
+
+    cli = os.path.join(os.path.dirname(sys.executable), "elastimator")
+    env = dict(os.environ, ELASTIMATOR_JOB_TOKEN=TOKEN, TF_CPP_MIN_LOG_LEVEL="2")
+    service = subprocess.Popen([cli, "shard-service", "--model-dir", str(tmp_path)], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        address = service.stdout.readline().strip()
+        assert address.startswith("127.0.0.1:")
+        monkeypatch.setenv("ELASTIMATOR_SHARD_SERVICE", address)
+        monkeypatch.setenv("ELASTIMATOR_JOB_TOKEN", TOKEN)
+        monkeypatch.setenv("ELASTIMATOR_SHARD_SERVICE_STANDALONE", "1")
+        conf = JobConf.from_object({
+            "classifier_class": inner_model_fn, "model_dir": str(tmp_path), "batch_size": 25,
+            "train_set": {"reader": IrisReader(), "columns": COLUMNS, "epoch": 2, "shard_size": 50},
+        })
+        result = run_job(conf, show_progress=False)
+        assert result.global_step == 12  # 150 records x 2 epochs / 25, each batch once
+        status = ShardClient(address, TOKEN, worker="observer").status("train_set")
+        assert status["finished"] and status["trained_records"] == 300
+        assert sorted(os.listdir(tmp_path / "shards"))  # seals committed with the checkpoints
+    finally:
+        service.terminate()
+        assert service.wait(timeout=30) == 0

@@ -34,6 +34,7 @@ logger = logging.getLogger("elastimator")
 ENV_ADDRESS = "ELASTIMATOR_SHARD_SERVICE"
 ENV_TOKEN = "ELASTIMATOR_JOB_TOKEN"
 ENV_WORKER_TIMEOUT = "ELASTIMATOR_WORKER_TIMEOUT_SECS"
+ENV_STANDALONE = "ELASTIMATOR_SHARD_SERVICE_STANDALONE"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +45,15 @@ class ServiceConfig:
     token: str
     worker_timeout_secs: float = 30.0
     """A worker silent this long is failed and its shards go back."""
+    standalone: bool = False
+    """The service runs on its own (`elastimator shard-service`), not in the chief."""
+
+    @staticmethod
+    def token_from_env() -> str:
+        token = os.environ.get(ENV_TOKEN, "")
+        if not token:
+            raise ReaderError(f"Set {ENV_TOKEN} to the job's token; the shard service refuses calls without it.")
+        return token
 
     @classmethod
     def from_env(cls) -> "ServiceConfig | None":
@@ -55,8 +65,9 @@ class ServiceConfig:
             raise ReaderError(f"{ENV_ADDRESS} is set but {ENV_TOKEN} is not; every process of the job needs the "
                               "job token.")
         timeout = os.environ.get(ENV_WORKER_TIMEOUT, "30")
+        standalone = os.environ.get(ENV_STANDALONE, "") not in ("", "0", "false", "False")
         try:
-            return cls(address, token, float(timeout))
+            return cls(address, token, float(timeout), standalone)
         except ValueError:
             raise ReaderError(f"{ENV_WORKER_TIMEOUT} must be a number of seconds; got {timeout!r}.") from None
 
@@ -207,15 +218,12 @@ class ShardRestoreHook(tf.compat.v1.train.SessionRunHook):
 
     def after_create_session(self, session, coord):
         self._created += 1
-        if self._created == 1:  # the service resumed from this checkpoint's seal at start; the model is there now
-            self._client.open()
-            return
         latest = checkpoints.latest_checkpoint(self._model_dir)
-        if latest is None:
-            return
-        step = checkpoints.step_of_path(latest)
-        try:
-            self._client.restore(step)
-            logger.info("Shard book rewound to checkpoint step %d after the session was re-created.", step)
-        except ShardServiceError as e:
-            logger.warning("Could not rewind the shard book to step %d: %s", step, e)
+        if latest is not None:
+            step = checkpoints.step_of_path(latest)
+            try:
+                self._client.restore(step)
+                logger.info("Shard book at the seal of checkpoint step %d (session %d).", step, self._created)
+            except ShardServiceError as e:
+                logger.warning("Could not rewind the shard book to step %d: %s", step, e)
+        self._client.open()

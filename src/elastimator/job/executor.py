@@ -104,7 +104,7 @@ class _Elastic:
 def _elastic(conf: JobConf, config: RunConfig, service: ServiceConfig) -> _Elastic:
     spec = conf.train_set
     server = None
-    if config.is_chief:
+    if config.is_chief and not service.standalone:
         host, _, port = service.address.rpartition(":")
         shard_service = ShardService(service.token, SealStore(config.model_dir, keep=conf.keep_checkpoint_max or None),
                                      worker_timeout_secs=service.worker_timeout_secs)
