@@ -183,7 +183,7 @@ class DataSetInput:
         spec = self.spec
         parser = RecordParser(spec.columns, spec.delimiter, self.tally)
         if self.feed is not None:
-            return self._elastic_batches().map(_tagged(parser)).prefetch(1)
+            return self._elastic_batches().map(_tagged(parser)).prefetch(2)
         if isinstance(spec.reader, FileReader):
             batches = self._file_batches(spec.reader)
         else:
