@@ -49,3 +49,19 @@ def test_frameworks_harness_runs_each_contender_in_its_own_process(tmp_path, mon
         assert medians["train_examples_per_sec"] > 0 and medians["peak_rss_mb"] > 0
     assert "elastimator / keras_fit train" in (tmp_path / "frameworks.md").read_text()
     sys.modules.pop("frameworks", None)
+
+
+@pytest.mark.slow
+def test_shard_service_load_and_elastic_input_benchmarks(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
+    import elastic_input
+    import shard_service_load
+
+    load = shard_service_load.main(["--clients", "4", "--shards", "200", "--out", str(tmp_path)])
+    assert load["requests"] >= 400 and load["lost_or_duplicated_shards"] == 0
+    cost = elastic_input.main(["--rows", "3000", "--batch-size", "32", "--steps", "12", "--warmup", "2", "--runs", "1",
+                               "--out", str(tmp_path)])
+    assert set(cost["median"]) == {"file_reader", "elastic"}
+    assert (tmp_path / "elastic_input.md").exists() and (tmp_path / "shard_service_load.md").exists()
+    for name in ("elastic_input", "shard_service_load"):
+        sys.modules.pop(name, None)
