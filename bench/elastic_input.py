@@ -16,7 +16,6 @@ import platform
 import statistics
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -31,6 +30,7 @@ from elastimator.data import DataSetInput, DataSetSpec, FileReader  # noqa: E402
 from elastimator.elastic.feed import ShardFeed, ShardReportHook  # noqa: E402
 from elastimator.elastic.service import ShardClient, ShardServer, ShardService  # noqa: E402
 from elastimator.elastic.shards import DatasetSpec  # noqa: E402
+from timing import WindowTimer  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
 TOKEN = "bench-token"
@@ -45,24 +45,12 @@ def criteo_model_fn(features, labels, mode):
     return deepfm.make_model_fn(est)({"dense": dense, "ids": ids}, labels, mode)
 
 
-class Timer(tf.compat.v1.train.SessionRunHook):
-    def __init__(self, warmup):
-        self.warmup, self.steps, self.start, self.last = warmup, 0, None, None
-
-    def after_run(self, run_context, run_values):
-        self.steps += 1
-        if self.steps == self.warmup:
-            self.start = time.perf_counter()
-        self.last = time.perf_counter()
-
-    def rate(self, batch_size):
-        return (self.steps - self.warmup) * batch_size / (self.last - self.start)
 
 
 def run(path: str, elastic: bool, args) -> float:
     spec = DataSetSpec(reader=FileReader(path), columns=generate_data.columns(), batch_size=args.batch_size,
                        name="train_set")
-    timer = Timer(args.warmup)
+    timer = WindowTimer(args.warmup)
     hooks = [timer]
     server = feed = None
     if elastic:

@@ -24,33 +24,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tensorflow as tf  # noqa: E402
 
 import deepfm  # noqa: E402
+from timing import WindowTimer  # noqa: E402
 import elastimator as est  # noqa: E402
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
-class _WindowTimer(tf.compat.v1.train.SessionRunHook):
-    """Times the steps after the first `warmup` ones."""
-
-    def __init__(self, warmup: int):
-        self.warmup, self.steps, self.start, self.stop = warmup, 0, None, None
-
-    def after_run(self, run_context, run_values):
-        self.steps += 1
-        now = time.perf_counter()
-        if self.steps == self.warmup:
-            self.start = now
-        self.stop = now
-
-    def rate(self) -> float:
-        return (self.steps - self.warmup) / (self.stop - self.start)
 
 
 def estimator_run(batch_size: int, steps: int, warmup: int) -> float:
     with tempfile.TemporaryDirectory() as model_dir:
         estimator = est.Estimator(deepfm.make_model_fn(est), model_dir=model_dir,
                                   config=est.RunConfig(tf_random_seed=1))
-        timer = _WindowTimer(warmup)
+        timer = WindowTimer(warmup)
         estimator.train(lambda: deepfm.dataset(batch_size), steps=steps, hooks=[timer])
         return timer.rate()
 

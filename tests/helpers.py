@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 
 import tensorflow as tf
 
@@ -39,3 +40,14 @@ def read_events(directory: str) -> dict[str, list[tuple[int, float]]]:
                 if value.HasField("simple_value"):
                     scalars.setdefault(value.tag, []).append((event.step, value.simple_value))
     return scalars
+
+
+def free_ports(n: int) -> list[int]:
+    """n loopback ports free right now (for real servers in tests)."""
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports

@@ -2,31 +2,20 @@
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
-from tests.helpers import read_events
+from tests.helpers import free_ports, read_events
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "distributed_job.py")
 
 
-def _free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def _run_cluster(model_dir, max_steps, *extra, timeout=150):
-    ps, chief, worker = (f"127.0.0.1:{p}" for p in _free_ports(3))
+    ps, chief, worker = (f"127.0.0.1:{p}" for p in free_ports(3))
     cluster = {"ps": [ps], "chief": [chief], "worker": [worker]}
     roles = [("ps", 0), ("chief", 0), ("worker", 0), ("evaluator", 0)]
     processes, logs = {}, {}

@@ -8,7 +8,6 @@ trainer per failure.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,22 +18,13 @@ import tensorflow as tf
 
 from elastimator.elastic.service import ShardClient
 from elastimator.elastic.shards import ShardServiceError
+from tests.helpers import free_ports
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONF = os.path.join(ROOT, "tests", "integration", "counting_conf.py") + ":CountingConf"
 RECORDS, EPOCHS, BATCH, TRAINERS = 2000, 2, 10, 3
 TOKEN = "fault-test-token"
-
-
-def _free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 class Job:
@@ -44,7 +34,7 @@ class Job:
         self.dir = tmp_path
         data = tmp_path / "ids.csv"
         data.write_text("".join(f"{i},{i % 2}\n" for i in range(RECORDS)))
-        ps, chief, w0, w1, service = _free_ports(5)
+        ps, chief, w0, w1, service = free_ports(5)
         self.cluster = {"ps": [f"127.0.0.1:{ps}"], "chief": [f"127.0.0.1:{chief}"],
                         "worker": [f"127.0.0.1:{w0}", f"127.0.0.1:{w1}"]}
         self.service = f"127.0.0.1:{service}"
