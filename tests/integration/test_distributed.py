@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "distributed_job.py")
 
 
-def _run_cluster(model_dir, max_steps, *extra, timeout=150):
+def _run_cluster(model_dir, max_steps, *extra, timeout=240):
     ps, chief, worker = (f"127.0.0.1:{p}" for p in free_ports(3))
     cluster = {"ps": [ps], "chief": [chief], "worker": [worker]}
     roles = [("ps", 0), ("chief", 0), ("worker", 0), ("evaluator", 0)]

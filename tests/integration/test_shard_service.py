@@ -7,7 +7,7 @@ import pytest
 
 from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.service import ShardClient, ShardServer, ShardService
-from elastimator.elastic.shards import Assigned, DatasetSpec, ShardServiceError
+from elastimator.elastic.shards import Assigned, DatasetSpec, ShardServiceError, Wait
 
 pytestmark = pytest.mark.integration
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -42,6 +42,9 @@ def test_protocol_round_trip_and_seals_on_disk(server, tmp_path):
     try:
         client = ShardClient(again.address, TOKEN, worker="w1")
         assert client.status("train")["trained_records"] == 4
+        # Resumed, it hands out nothing until the chief says the model is back at that checkpoint.
+        assert isinstance(client.request("train"), Wait)
+        client.open()
         second = client.request("train")
         assert (second.start, second.end) == (4, 8)
     finally:

@@ -24,15 +24,15 @@ def _exports(model_dir, name):
 
 def test_local_mode_evaluates_after_checkpoints_and_exports(make_estimator, iris, receiver):
     x, y = iris
-    estimator = make_estimator(save_checkpoints_steps=20)
+    estimator = make_estimator(save_checkpoints_steps=50)
     eval_spec = est.EvalSpec(eval_input(x, y), steps=None, throttle_secs=0, exporters=[
         est.FinalExporter("final", receiver),
         est.LatestExporter("latest", receiver, exports_to_keep=2),
         est.BestExporter("best", receiver),
     ])
-    metrics, exports = est.train_and_evaluate(estimator, est.TrainSpec(train_input(x, y), max_steps=60), eval_spec)
-    assert metrics["global_step"] == 60 and metrics["accuracy"] > 0.8
-    assert [step for step, _ in read_events(estimator.eval_dir())["loss"]] == [20, 40, 60]
+    metrics, exports = est.train_and_evaluate(estimator, est.TrainSpec(train_input(x, y), max_steps=150), eval_spec)
+    assert metrics["global_step"] == 150 and metrics["accuracy"] > 0.8
+    assert [step for step, _ in read_events(estimator.eval_dir())["loss"]] == [50, 100, 150]
     assert len(_exports(estimator.model_dir, "final")) == 1
     assert len(_exports(estimator.model_dir, "latest")) == 2  # three exports, two kept
     assert 1 <= len(_exports(estimator.model_dir, "best")) <= 3

@@ -11,7 +11,6 @@ from typing import Callable
 
 import tensorflow as tf
 
-from elastimator.errors import CheckpointError
 from elastimator.estimator import checkpoints
 from elastimator.training.policies import EvalRecord
 from elastimator.training.specs import EvalSpec
@@ -80,6 +79,29 @@ def finalize(estimator, eval_spec: EvalSpec, last_round: RoundResult | None, che
     return RoundResult(last_round.step, last_round.metrics, exports, True)
 
 
+def snapshot(checkpoint: str, directory: str) -> str | None:
+    """Hard-links (or copies) a checkpoint's files into `directory`; None if it was deleted meanwhile.
+
+    The chief keeps deleting old checkpoints (keep_checkpoint_max); evaluating a
+    private snapshot means a fast-moving job cannot pull the files away mid-evaluation.
+    """
+    files = tf.io.gfile.glob(checkpoint + ".*")
+    if not any(f.endswith(".index") for f in files):
+        return None
+    tf.io.gfile.makedirs(directory)
+    target = os.path.join(directory, os.path.basename(checkpoint))
+    try:
+        for path in files:
+            destination = os.path.join(directory, os.path.basename(path))
+            try:
+                os.link(path, destination)
+            except OSError:
+                tf.io.gfile.copy(path, destination, overwrite=True)
+    except (OSError, tf.errors.NotFoundError):
+        return None
+    return target
+
+
 def run_evaluator(estimator, eval_spec: EvalSpec, max_steps: int | None, *, poll_secs: float = 1.0,
                   clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep
                   ) -> RoundResult | None:
@@ -110,15 +132,14 @@ def run_evaluator(estimator, eval_spec: EvalSpec, max_steps: int | None, *, poll
             sleep(poll_secs)
             continue
         started = clock()
-        try:
-            last_round = evaluation_round(estimator, eval_spec, checkpoint, final)
-        except (tf.errors.NotFoundError, CheckpointError, ValueError) as e:
-            if checkpoints.exists(checkpoint):
-                raise
-            # keep_checkpoint_max removed it while we read it: take the newest one instead.
-            logger.info("Evaluator: %s went away (%s); moving to the newest checkpoint.", checkpoint,
-                        str(e).splitlines()[0])
+        private = snapshot(checkpoint, os.path.join(model_dir, "eval_snapshot"))
+        if private is None:  # keep_checkpoint_max removed it before we could look: take the newest one
+            logger.info("Evaluator: %s went away; moving to the newest checkpoint.", checkpoint)
             continue
+        try:
+            last_round = evaluation_round(estimator, eval_spec, private, final)
+        finally:
+            tf.io.gfile.rmtree(os.path.dirname(private))
         evaluated, last = checkpoint, EvalRecord(step, started)
         if final:
             return last_round
