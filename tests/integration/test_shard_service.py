@@ -139,3 +139,14 @@ def test_standalone_shard_service_feeds_a_local_job(tmp_path, monkeypatch):
     finally:
         service.terminate()
         assert service.wait(timeout=30) == 0
+
+
+def test_a_checkpoint_saved_just_before_a_crash_finds_its_pending_seal(tmp_path):
+    service = ShardService(TOKEN, SealStore(str(tmp_path)))
+    service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 4}})
+    shard = service.handle("request", {"dataset": "train", "worker": "w0"})
+    service.handle("report", {"dataset": "train", "worker": "w0", "shard_id": shard["shard_id"], "consumed": 4})
+    service.handle("seal", {"checkpoint_step": 124, "worker": "chief"})  # the chief dies before committing
+    resumed = ShardService(TOKEN, SealStore(str(tmp_path)))
+    assert resumed.resume(checkpoint_step=124)
+    assert resumed.handle("status", {"dataset": "train"})["trained_records"] == 4

@@ -192,7 +192,7 @@ class ShardSealListener(tf.compat.v1.train.CheckpointSaverListener):
         self._seal: int | None = None
 
     def before_save(self, session, global_step_value):
-        self._seal = self._client.seal()
+        self._seal = self._client.seal(checkpoint_step=int(global_step_value))
 
     def after_save(self, session, global_step_value):
         self._client.commit(self._seal, int(global_step_value))

@@ -30,6 +30,25 @@ class SealStore:
     def path(self, step: int) -> str:
         return os.path.join(self.directory, f"seal-{step}.json")
 
+    def pending_path(self, step: int) -> str:
+        return os.path.join(self.directory, f"seal-{step}.pending")
+
+    def write_pending(self, step: int, state: dict) -> None:
+        """Persists the seal taken right before checkpoint `step` is saved.
+
+        If the process dies after the checkpoint is written but before the seal is
+        committed, this file is that checkpoint's seal.
+        """
+        tf.io.gfile.makedirs(self.directory)
+        path = self.pending_path(step)
+        with tf.io.gfile.GFile(path + ".tmp", "w") as f:
+            f.write(json.dumps({"checkpoint_step": step, "state": state}))
+        tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+
+    def any_for(self, step: int) -> bool:
+        """Whether any seal exists (elastic sharding was in use), or a pending one for `step`."""
+        return bool(self.steps()) or tf.io.gfile.exists(self.pending_path(step))
+
     def steps(self) -> list[int]:
         if not tf.io.gfile.isdir(self.directory):
             return []
@@ -42,6 +61,8 @@ class SealStore:
         with tf.io.gfile.GFile(path + ".tmp", "w") as f:
             f.write(json.dumps({"checkpoint_step": step, "state": state}))
         tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+        if tf.io.gfile.exists(self.pending_path(step)):
+            tf.io.gfile.remove(self.pending_path(step))
         if self.keep:
             for old in self.steps()[:-self.keep]:
                 tf.io.gfile.remove(self.path(old))
@@ -54,6 +75,8 @@ class SealStore:
             ShardServiceError: when the file is missing or corrupted (named in the message).
         """
         path = self.path(step)
+        if not tf.io.gfile.exists(path) and tf.io.gfile.exists(self.pending_path(step)):
+            path = self.pending_path(step)  # the checkpoint was saved; its seal was not committed yet
         if not tf.io.gfile.exists(path):
             raise ShardServiceError(
                 f"no seal for checkpoint step {step} ({path} is missing); seals exist for steps {self.steps()}.")

@@ -60,7 +60,7 @@ class ShardService:
         Raises:
             ShardServiceError: for a corrupted seal file (never silently starts over).
         """
-        if self.seals is None or checkpoint_step is None or not self.seals.steps():
+        if self.seals is None or checkpoint_step is None or not self.seals.any_for(checkpoint_step):
             return False
         state = self.seals.read(checkpoint_step)
         with self._lock:
@@ -145,7 +145,12 @@ class ShardService:
         return {"returned": self.book.fail_worker(failed)}
 
     def _seal(self, request):
-        return {"seal_id": self.book.seal()}
+        seal_id = self.book.seal()
+        step = request.get("checkpoint_step")
+        if step is not None and self.seals is not None and not self.book.is_committed(_field(request,
+                                                                                            "checkpoint_step", int)):
+            self.seals.write_pending(step, self.book.pending(seal_id))
+        return {"seal_id": seal_id}
 
     def _commit(self, request):
         step = _field(request, "checkpoint_step", int)
@@ -297,8 +302,8 @@ class ShardClient:
     def fail_worker(self, worker: str) -> int:
         return self.call("fail_worker", failed_worker=worker)["returned"]
 
-    def seal(self) -> int:
-        return self.call("seal")["seal_id"]
+    def seal(self, checkpoint_step: int | None = None) -> int:
+        return self.call("seal", checkpoint_step=checkpoint_step)["seal_id"]
 
     def commit(self, seal_id: int, checkpoint_step: int) -> None:
         self.call("commit", seal_id=seal_id, checkpoint_step=checkpoint_step)

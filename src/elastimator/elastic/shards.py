@@ -240,6 +240,12 @@ class ShardBook:
         self._seals = {seal_id: self.to_dict()}  # only the newest pending seal matters
         return seal_id
 
+    def pending(self, seal_id: int) -> dict:
+        """The state sealed under `seal_id`, not yet committed."""
+        if seal_id not in self._seals:
+            raise ShardServiceError(f"no pending seal {seal_id}.")
+        return self._seals[seal_id]
+
     def commit(self, seal_id: int, checkpoint_step: int) -> dict:
         """Keeps seal `seal_id` as the data position of checkpoint `checkpoint_step`; returns it.
 
