@@ -133,15 +133,9 @@ def _shard_service(args) -> int:
     import threading
 
     from elastimator.elastic.feed import ServiceConfig
-    from elastimator.elastic.seal_store import SealStore
-    from elastimator.elastic.service import ShardServer, ShardService
-    from elastimator.estimator import checkpoints
+    from elastimator.elastic.service import serve
 
-    service = ShardService(ServiceConfig.token_from_env(), SealStore(args.model_dir),
-                           worker_timeout_secs=args.worker_timeout_secs)
-    latest = checkpoints.latest_checkpoint(args.model_dir)
-    service.resume(checkpoints.step_of_path(latest) if latest else None)
-    server = ShardServer(service, host=args.host, port=args.port).start()
+    server = serve(args.model_dir, ServiceConfig.token_from_env(), args.host, args.port, args.worker_timeout_secs)
     print(server.address, flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -39,8 +39,10 @@ class SealStore:
         If the process dies after the checkpoint is written but before the seal is
         committed, this file is that checkpoint's seal.
         """
+        self._write(self.pending_path(step), step, state)
+
+    def _write(self, path: str, step: int, state: dict) -> None:
         tf.io.gfile.makedirs(self.directory)
-        path = self.pending_path(step)
         with tf.io.gfile.GFile(path + ".tmp", "w") as f:
             f.write(json.dumps({"checkpoint_step": step, "state": state}))
         tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
@@ -56,11 +58,8 @@ class SealStore:
 
     def write(self, step: int, state: dict) -> str:
         """Persists the seal of checkpoint `step` atomically; keeps the newest `keep`."""
-        tf.io.gfile.makedirs(self.directory)
         path = self.path(step)
-        with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-            f.write(json.dumps({"checkpoint_step": step, "state": state}))
-        tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+        self._write(path, step, state)
         if tf.io.gfile.exists(self.pending_path(step)):
             tf.io.gfile.remove(self.pending_path(step))
         if self.keep:

@@ -23,7 +23,15 @@ from typing import Any, Callable
 import grpc
 
 from elastimator.elastic.seal_store import SealStore
-from elastimator.elastic.shards import Assigned, DatasetSpec, Finished, ShardBook, ShardServiceError, Wait
+from elastimator.elastic.shards import (
+    Assigned,
+    DatasetSpec,
+    Finished,
+    ShardBook,
+    ShardServiceError,
+    Wait,
+)
+from elastimator.estimator import checkpoints
 
 logger = logging.getLogger("elastimator")
 SERVICE = "elastimator.ShardService"
@@ -250,6 +258,15 @@ class ShardServer:
     def stop(self, grace: float | None = 1.0) -> None:
         self._stop.set()
         self._server.stop(grace).wait()
+
+
+def serve(model_dir: str, token: str, host: str = "127.0.0.1", port: int = 0, worker_timeout_secs: float = 30.0,
+          keep_seals: int | None = 10) -> ShardServer:
+    """Starts a job's shard service, resumed from the seal of model_dir's newest checkpoint (if any)."""
+    service = ShardService(token, SealStore(model_dir, keep=keep_seals), worker_timeout_secs=worker_timeout_secs)
+    latest = checkpoints.latest_checkpoint(model_dir)
+    service.resume(checkpoints.step_of_path(latest) if latest else None)
+    return ShardServer(service, host=host, port=port).start()
 
 
 class ShardClient:

@@ -18,7 +18,6 @@ go back to TODO together with the model state that forgot them.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import random
 from typing import Any
@@ -337,6 +336,3 @@ class ShardBook:
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ShardServiceError(f"shard state is malformed ({type(e).__name__}: {e}).") from None
         return book
-
-    def copy(self) -> "ShardBook":
-        return copy.deepcopy(self)

@@ -76,13 +76,11 @@ class StopAfterStepsHook(tf.compat.v1.train.SessionRunHook):
             run_context.request_stop()
 
 
-def check_hooks(name: str, hooks) -> list:
-    """Returns `hooks` as a list, raising if any is not a SessionRunHook."""
+def check_hooks(name: str, hooks, error: type[Exception] = TypeError) -> list:
+    """Returns `hooks` as a list, raising `error` if any is not a SessionRunHook."""
     hooks = list(hooks or [])
     for hook in hooks:
         if not isinstance(hook, tf.compat.v1.train.SessionRunHook):
-            raise TypeError(
-                f"{name} must be tf.compat.v1.train.SessionRunHook instances; got {type(hook).__name__}."
-            )
+            raise error(f"{name} must be tf.compat.v1.train.SessionRunHook instances; got {type(hook).__name__}.")
     return hooks
 

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from elastimator.errors import ModelFnError
 from elastimator.estimator import state_updates
+from elastimator.estimator.hooks import check_hooks
 from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.export.outputs import ExportOutput, PredictOutput
 
@@ -61,7 +62,7 @@ class EstimatorSpec:
         set_("eval_metric_ops", _check_metrics(self.eval_metric_ops, graph))
         set_("export_outputs", _check_export_outputs(self.export_outputs, self.mode, self.predictions))
         for name in ("training_chief_hooks", "training_hooks", "evaluation_hooks", "prediction_hooks"):
-            set_(name, _check_hooks(name, getattr(self, name)))
+            set_(name, tuple(check_hooks(f"EstimatorSpec: {name}", getattr(self, name), ModelFnError)))
         if self.scaffold is not None and not isinstance(self.scaffold, tf.compat.v1.train.Scaffold):
             raise ModelFnError(
                 f"EstimatorSpec: scaffold must be a tf.compat.v1.train.Scaffold; got {type(self.scaffold).__name__}."
@@ -229,13 +230,3 @@ def _check_export_outputs(export_outputs, mode: str, predictions):
         outputs[DEFAULT_SERVING_KEY] = next(iter(outputs.values()))
     return outputs
 
-
-def _check_hooks(name: str, hooks) -> tuple:
-    hooks = tuple(hooks or ())
-    for hook in hooks:
-        if not isinstance(hook, tf.compat.v1.train.SessionRunHook):
-            raise ModelFnError(
-                f"EstimatorSpec: {name} must be tf.compat.v1.train.SessionRunHook instances; "
-                f"got {type(hook).__name__}."
-            )
-    return hooks

@@ -18,8 +18,7 @@ import tensorflow as tf
 
 from elastimator.data.dataset import DataSetInput, serving_input_receiver_fn
 from elastimator.elastic.feed import ServiceConfig, ShardFeed, ShardReportHook, ShardRestoreHook, ShardSealListener
-from elastimator.elastic.seal_store import SealStore
-from elastimator.elastic.service import ShardClient, ShardServer, ShardService
+from elastimator.elastic.service import ShardClient, ShardServer, serve
 from elastimator.elastic.shards import DatasetSpec
 from elastimator.estimator import checkpoints
 from elastimator.estimator.estimator import Estimator
@@ -106,11 +105,8 @@ def _elastic(conf: JobConf, config: RunConfig, service: ServiceConfig) -> _Elast
     server = None
     if config.is_chief and not service.standalone:
         host, _, port = service.address.rpartition(":")
-        shard_service = ShardService(service.token, SealStore(config.model_dir, keep=conf.keep_checkpoint_max or None),
-                                     worker_timeout_secs=service.worker_timeout_secs)
-        latest = checkpoints.latest_checkpoint(config.model_dir)
-        shard_service.resume(checkpoints.step_of_path(latest) if latest else None)
-        server = ShardServer(shard_service, host=host, port=int(port)).start()
+        server = serve(config.model_dir, service.token, host, int(port), service.worker_timeout_secs,
+                       keep_seals=conf.keep_checkpoint_max or None)
     client = ShardClient(service.address, service.token, worker=f"{config.task_type}-{config.task_id}")
     dataset = DatasetSpec(name=spec.name, size=spec.reader.data_nums, shard_size=spec.shard_size or 10 * spec.batch_size,
                           epochs=spec.epoch or 1_000_000, shuffle=spec.shuffle, seed=conf.tf_random_seed or 0)

@@ -8,16 +8,9 @@ from typing import Any, Callable, Sequence
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
+from elastimator.estimator.hooks import check_hooks
 from elastimator.training.exporters import Exporter
 from elastimator.training.policies import EvalPolicy, EveryNSeconds
-
-
-def _hooks(name: str, hooks) -> tuple:
-    hooks = tuple(hooks or ())
-    for hook in hooks:
-        if not isinstance(hook, tf.compat.v1.train.SessionRunHook):
-            raise ConfigError(f"{name} must be SessionRunHook instances; got {type(hook).__name__}.")
-    return hooks
 
 
 def _positive_or_none(owner: str, name: str, value) -> None:
@@ -42,7 +35,7 @@ class TrainSpec:
         if not callable(self.input_fn):
             raise ConfigError(f"TrainSpec: input_fn must be callable; got {type(self.input_fn).__name__}.")
         _positive_or_none("TrainSpec", "max_steps", self.max_steps)
-        object.__setattr__(self, "hooks", _hooks("TrainSpec.hooks", self.hooks))
+        object.__setattr__(self, "hooks", tuple(check_hooks("TrainSpec.hooks", self.hooks, ConfigError)))
         listeners = tuple(self.saving_listeners or ())
         for listener in listeners:
             if not isinstance(listener, tf.compat.v1.train.CheckpointSaverListener):
@@ -88,7 +81,7 @@ class EvalSpec:
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise ConfigError(f"EvalSpec: {field} must be a number >= 0; got {value!r}.")
-        object.__setattr__(self, "hooks", _hooks("EvalSpec.hooks", self.hooks))
+        object.__setattr__(self, "hooks", tuple(check_hooks("EvalSpec.hooks", self.hooks, ConfigError)))
         exporters = self.exporters
         if exporters is None:
             exporters = ()
