@@ -1,9 +1,13 @@
 """The cost of elastic input: training examples/s with a plain FileReader vs the same file through the
-shard service (shards handed out over gRPC, every batch reported after its step).
+shard service, every batch reported after the step that trained it.
+
+Three inputs, runs interleaved, medians reported:
+  file_reader      the plain FileReader pipeline (no service)
+  elastic          the service in the training process, as the chief (or a local job) hosts it
+  elastic_remote   the service in another process (`elastimator shard-service`), reached over gRPC,
+                   as every worker but the chief reaches it
 
 Run:  python bench/elastic_input.py [--rows 200000] [--steps 300] [--runs 3]
-
-Both train the DeepFM-like model on the Criteo-shaped file; runs alternate, medians are reported.
 Results go to bench/results/elastic_input.{json,md}.
 """
 
@@ -14,6 +18,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
 
@@ -47,27 +52,50 @@ def criteo_model_fn(features, labels, mode):
 
 
 
-def run(path: str, elastic: bool, args) -> float:
+INPUTS = ("file_reader", "elastic", "elastic_remote")
+
+
+def start_remote_service(model_dir: str) -> tuple[subprocess.Popen, str]:
+    """`elastimator shard-service` in its own process; returns it and the address it printed."""
+    env = dict(os.environ, ELASTIMATOR_JOB_TOKEN=TOKEN, TF_CPP_MIN_LOG_LEVEL="2")
+    process = subprocess.Popen([sys.executable, "-m", "elastimator.cli", "shard-service", "--model-dir", model_dir],
+                               stdout=subprocess.PIPE, text=True, env=env)
+    address = process.stdout.readline().strip()
+    if not address:
+        process.kill()
+        raise RuntimeError("the shard service process printed no address")
+    return process, address
+
+
+def run(path: str, kind: str, args) -> float:
     spec = DataSetSpec(reader=FileReader(path), columns=generate_data.columns(), batch_size=args.batch_size,
                        name="train_set")
     timer = WindowTimer(args.warmup)
     hooks = [timer]
-    server = feed = None
-    if elastic:
-        server = ShardServer(ShardService(TOKEN)).start()
-        client = ShardClient(server.address, TOKEN, worker="bench")
-        feed = ShardFeed(client, DatasetSpec(name="train_set", size=spec.reader.data_nums,
-                                             shard_size=10 * args.batch_size)).start()
-        hooks.append(ShardReportHook(feed))
-    try:
-        with tempfile.TemporaryDirectory() as model_dir:
-            estimator = est.Estimator(criteo_model_fn, model_dir=model_dir, config=est.RunConfig(tf_random_seed=1))
+    server = process = feed = None
+    with tempfile.TemporaryDirectory() as model_dir:
+        try:
+            if kind == "elastic":
+                server = ShardServer(ShardService(TOKEN)).start()
+                client = ShardClient.in_process(server.service, worker="chief-0")
+            elif kind == "elastic_remote":
+                process, address = start_remote_service(os.path.join(model_dir, "service"))
+                client = ShardClient(address, TOKEN, worker="worker-0")
+            if kind != "file_reader":
+                feed = ShardFeed(client, DatasetSpec(name="train_set", size=spec.reader.data_nums,
+                                                     shard_size=10 * args.batch_size)).start()
+                hooks.append(ShardReportHook(feed))
+            estimator = est.Estimator(criteo_model_fn, model_dir=os.path.join(model_dir, "model"),
+                                      config=est.RunConfig(tf_random_seed=1))
             estimator.train(DataSetInput(spec, feed=feed), hooks=hooks, steps=args.steps)
-    finally:
-        if feed is not None:
-            feed.stop()
-        if server is not None:
-            server.stop()
+        finally:
+            if feed is not None:
+                feed.stop()
+            if server is not None:
+                server.stop()
+            if process is not None:
+                process.terminate()
+                process.wait(timeout=30)
     return timer.rate(args.batch_size)
 
 
@@ -80,17 +108,19 @@ def main(argv=None) -> dict:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--out", default=RESULTS)
     args = parser.parse_args(argv)
-    rates = {"file_reader": [], "elastic": []}
+    rates: dict[str, list[float]] = {kind: [] for kind in INPUTS}
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "criteo.tsv")
         generate_data.generate(path, args.rows)
         for _ in range(args.runs):
-            rates["file_reader"].append(run(path, False, args))
-            rates["elastic"].append(run(path, True, args))
+            for kind in INPUTS:
+                rates[kind].append(run(path, kind, args))
     median = {k: statistics.median(v) for k, v in rates.items()}
     cost = 1 - median["elastic"] / median["file_reader"]
+    remote_cost = 1 - median["elastic_remote"] / median["file_reader"]
     result = {"benchmark": "elastic_input", "rows": args.rows, "batch_size": args.batch_size, "steps": args.steps,
               "runs": args.runs, "train_examples_per_sec": rates, "median": median, "throughput_cost": cost,
+              "throughput_cost_remote": remote_cost,
               "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, TF {tf.__version__}"}
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "elastic_input.json"), "w") as f:
@@ -100,7 +130,8 @@ def main(argv=None) -> dict:
                 f"rows), batch {args.batch_size}, {args.steps} steps ({args.warmup} warm-up), median of {args.runs} "
                 f"interleaved runs. Machine: {result['machine']}.\n\n| input | train examples/s | runs |\n|---|---|---|\n"
                 + "".join(f"| {k} | {median[k]:,.0f} | {', '.join(f'{v:,.0f}' for v in rates[k])} |\n" for k in rates)
-                + f"\n**Throughput cost of elastic input: {cost:.1%}**\n")
+                + f"\n**Throughput cost of elastic input: {cost:.1%}** with the service in the training process "
+                f"(chief, local job); **{remote_cost:.1%}** with the service in another process (workers).\n")
     print(json.dumps(result, indent=2))
     return result
 

@@ -183,7 +183,9 @@ class DataSetInput:
         spec = self.spec
         parser = RecordParser(spec.columns, spec.delimiter, self.tally)
         if self.feed is not None:
-            return self._elastic_batches().map(_tagged(parser)).prefetch(2)
+            # Deterministic, so each shard's batches reach the step (and the service) in order.
+            tagged = self._elastic_batches().map(_tagged(parser), num_parallel_calls=tf.data.AUTOTUNE)
+            return tagged.prefetch(tf.data.AUTOTUNE)
         if isinstance(spec.reader, FileReader):
             batches = self._file_batches(spec.reader)
         else:

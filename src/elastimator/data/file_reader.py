@@ -131,10 +131,14 @@ class FileReader(ElasticReader):
 
     def read_data_by_index_range(self, start_index: int, end_index: int) -> list[str]:
         """Records [start_index, end_index) across the files, in file order (plain files: a seek, not a scan)."""
+        return [line.decode("utf-8", "replace") for line in self.read_lines(start_index, end_index)]
+
+    def read_lines(self, start_index: int, end_index: int) -> list[bytes]:
+        """Like read_data_by_index_range, as undecoded bytes; a plain file's range is one read, split in C."""
         if self._offsets is None:
             self.count_data()
         offsets = self._offsets
-        out: list[str] = []
+        out: list[bytes] = []
         index = start_index
         while index < end_index:
             file_no = bisect.bisect_right(offsets, index) - 1
@@ -142,16 +146,21 @@ class FileReader(ElasticReader):
                 raise ReaderError(f"{self.describe()}: index {index} is past the last record ({offsets[-1]}).")
             first = index - offsets[file_no]
             take = min(end_index, offsets[file_no + 1]) - index
-            starts = self._starts(file_no)
-            with _open(self.files[file_no]) as f:
-                if starts is None:
-                    lines = itertools.islice(f, first + self.skip_header, first + self.skip_header + take)
-                else:
-                    f.seek(starts[first])
-                    lines = itertools.islice(f, take)
-                out.extend(line.rstrip(b"\r\n").decode("utf-8", "replace") for line in lines)
+            out.extend(self._lines_of_file(file_no, first, take))
             index += take
         return out
+
+    def _lines_of_file(self, file_no: int, first: int, take: int) -> list[bytes]:
+        starts = self._starts(file_no)
+        with _open(self.files[file_no]) as f:
+            if starts is None:
+                lines = itertools.islice(f, first + self.skip_header, first + self.skip_header + take)
+                return [line.rstrip(b"\r\n") for line in lines]
+            f.seek(starts[first])
+            end = starts[first + take] if first + take < len(starts) else None
+            block = f.read() if end is None else f.read(end - starts[first])
+        block = block.removesuffix(b"\n").replace(b"\r\n", b"\n").removesuffix(b"\r")
+        return block.split(b"\n")
 
     def first_record(self) -> bytes | None:
         """The first data line of the first non-empty file (for checks before training)."""

@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from elastimator.data import reader as readers
+from elastimator.data.file_reader import FileReader
 from elastimator.elastic.service import ShardClient
 from elastimator.elastic.shards import Assigned, DatasetSpec, Finished, ShardServiceError
 from elastimator.errors import ReaderError
@@ -139,9 +140,7 @@ class ShardFeed:
                 if self._is_abandoned(decision.lease):
                     break
                 end = min(decision.end, start + batch_size)
-                texts = [readers.as_text(r, reader.describe())
-                         for r in readers.records_in_range(reader, start, end)]
-                yield (np.arange(start + 1, end + 1, dtype=np.int64), np.asarray(texts, dtype=object),
+                yield (np.arange(start + 1, end + 1, dtype=np.int64), _texts(reader, start, end),
                        np.asarray([decision.shard_id, decision.lease, start, end - start], dtype=np.int64))
 
     def _is_abandoned(self, lease: int) -> bool:
@@ -159,6 +158,14 @@ class ShardFeed:
                 self._abandoned.add(lease)
             logger.info("Shard %d (lease %d) of %s was taken back by the service (a rewind); dropping it.",
                         shard_id, lease, self.dataset.name)
+
+
+def _texts(reader: readers.ElasticReader, start: int, end: int) -> np.ndarray:
+    """Records [start, end) as bytes; a FileReader hands them over without decoding them."""
+    if isinstance(reader, FileReader):
+        return np.asarray(reader.read_lines(start, end), dtype=object)
+    return np.asarray([readers.as_text(r, reader.describe()) for r in readers.records_in_range(reader, start, end)],
+                      dtype=object)
 
 
 class ShardReportHook(tf.compat.v1.train.SessionRunHook):

@@ -269,24 +269,17 @@ def serve(model_dir: str, token: str, host: str = "127.0.0.1", port: int = 0, wo
     return ShardServer(service, host=host, port=port).start()
 
 
-class ShardClient:
-    """A worker's (or the chief's) connection to the shard service.
+class _GrpcTransport:
+    """Calls a remote service: JSON over gRPC, retried while the service is unreachable."""
 
-    Calls that find the service unreachable (it is restarting with the chief)
-    are retried for up to `retry_secs`; every call is safe to repeat.
-    """
-
-    def __init__(self, address: str, token: str, worker: str, timeout_secs: float = 30.0,
-                 retry_secs: float = 120.0):
-        self.worker = worker
+    def __init__(self, address: str, token: str, timeout_secs: float, retry_secs: float):
         self._timeout = timeout_secs
         self._retry_secs = retry_secs
         self._metadata = ((TOKEN_HEADER, token),)
         self._channel = grpc.insecure_channel(address)
         self._calls = {m: self._channel.unary_unary(f"/{SERVICE}/{m}") for m in METHODS}
 
-    def call(self, method: str, **request: Any) -> dict:
-        request.setdefault("worker", self.worker)
+    def __call__(self, method: str, request: dict) -> dict:
         payload = json.dumps(request).encode("utf-8")
         deadline = time.monotonic() + self._retry_secs
         while True:
@@ -299,6 +292,49 @@ class ShardClient:
                     raise ShardServiceError(f"shard service {method} failed: {e.code().name}: {e.details()}") from None
                 logger.info("Shard service unreachable (%s); retrying %s.", e.code().name, method)
                 time.sleep(0.5)
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+class _InProcessTransport:
+    """Calls a service living in this process (the chief's): no serialization, no network, same errors."""
+
+    def __init__(self, service: ShardService):
+        self._service = service
+
+    def __call__(self, method: str, request: dict) -> dict:
+        return self._service.handle(method, request)
+
+    def close(self) -> None:
+        pass
+
+
+class ShardClient:
+    """A worker's (or the chief's) connection to the shard service.
+
+    Calls that find the service unreachable (it is restarting with the chief)
+    are retried for up to `retry_secs`; every call is safe to repeat. The
+    process that hosts the service talks to it directly (`in_process`).
+    """
+
+    def __init__(self, address: str, token: str, worker: str, timeout_secs: float = 30.0,
+                 retry_secs: float = 120.0):
+        self.worker = worker
+        self._transport: _GrpcTransport | _InProcessTransport = _GrpcTransport(address, token, timeout_secs,
+                                                                               retry_secs)
+
+    @classmethod
+    def in_process(cls, service: ShardService, worker: str) -> "ShardClient":
+        """A client of a service in this process: the same calls, without gRPC's per-call cost."""
+        client = cls.__new__(cls)
+        client.worker = worker
+        client._transport = _InProcessTransport(service)
+        return client
+
+    def call(self, method: str, **request: Any) -> dict:
+        request.setdefault("worker", self.worker)
+        return self._transport(method, request)
 
     def add_dataset(self, spec: DatasetSpec) -> None:
         self.call("add_dataset", dataset=dataclasses.asdict(spec))
@@ -336,4 +372,4 @@ class ShardClient:
         return self.call("status", dataset=dataset)
 
     def close(self) -> None:
-        self._channel.close()
+        self._transport.close()

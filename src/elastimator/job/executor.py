@@ -107,7 +107,11 @@ def _elastic(conf: JobConf, config: RunConfig, service: ServiceConfig) -> _Elast
         host, _, port = service.address.rpartition(":")
         server = serve(config.model_dir, service.token, host, int(port), service.worker_timeout_secs,
                        keep_seals=conf.keep_checkpoint_max or None)
-    client = ShardClient(service.address, service.token, worker=f"{config.task_type}-{config.task_id}")
+    worker = f"{config.task_type}-{config.task_id}"
+    if server is not None:
+        client = ShardClient.in_process(server.service, worker)
+    else:
+        client = ShardClient(service.address, service.token, worker=worker)
     dataset = DatasetSpec(name=spec.name, size=spec.reader.data_nums, shard_size=spec.shard_size or 10 * spec.batch_size,
                           epochs=spec.epoch or 1_000_000, shuffle=spec.shuffle, seed=conf.tf_random_seed or 0)
     feed = ShardFeed(client, dataset).start()
