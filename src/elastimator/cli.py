@@ -54,6 +54,46 @@ def _parser() -> argparse.ArgumentParser:
     service.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     service.add_argument("--port", type=int, default=0, help="port (default: any free one, printed)")
     service.add_argument("--worker-timeout-secs", type=float, default=30.0)
+
+    launch = commands.add_parser("launch", help="run a conf's job as ps, chief, workers and evaluator processes here")
+    launch.add_argument("conf")
+    launch.add_argument("--ps", type=int, default=1, help="parameter servers (default 1)")
+    launch.add_argument("--workers", type=int, default=1, help="workers besides the chief (default 1)")
+    launch.add_argument("--max-workers", type=int, help="worker slots to scale up to (default: --workers)")
+    launch.add_argument("--evaluator", action="store_true", help="also run an evaluator process")
+    launch.add_argument("--model-dir", help="override the conf's model_dir")
+    launch.add_argument("--max-steps", type=int, help="override the conf's max_steps")
+    launch.add_argument("--max-restarts", type=int, default=3, help="restarts per process before giving up")
+    launch.add_argument("--base-port", type=int, help="use consecutive ports from here (default: any free ports)")
+    launch.add_argument("--autoscale", action="store_true",
+                        help="add or remove workers (up to --max-workers) from measured steps/s and ps CPU")
+
+    scale = commands.add_parser("scale", help="change the number of workers of a job `launch` is running")
+    scale.add_argument("model_dir")
+    scale.add_argument("--workers", type=int, required=True)
+
+    k8s = commands.add_parser("k8s", help="Kubeflow TFJob manifests: write, validate, submit, scale")
+    k8s_commands = k8s.add_subparsers(dest="k8s_command", required=True, metavar="K8S_COMMAND")
+    manifest = k8s_commands.add_parser("manifest", help="write the TFJob (and its token Secret) for a conf")
+    manifest.add_argument("conf", help="the conf as the container sees it, e.g. examples/census/census_conf.py")
+    manifest.add_argument("--image", required=True, help="container image with elastimator and the conf")
+    manifest.add_argument("--name", help="job name (default: from the conf's file name)")
+    manifest.add_argument("--namespace", default="default")
+    manifest.add_argument("--ps", type=int, default=1)
+    manifest.add_argument("--workers", type=int, default=1)
+    manifest.add_argument("--max-workers", type=int, help="worker slots scaling may use (default: --workers)")
+    manifest.add_argument("--evaluator", action="store_true")
+    manifest.add_argument("--model-dir", default="/mnt/model", help="model_dir inside the pods (shared storage)")
+    manifest.add_argument("--pvc", help="PersistentVolumeClaim mounted at --model-dir (ReadWriteMany)")
+    manifest.add_argument("--cpu", default="2", help="CPU request of each pod")
+    manifest.add_argument("--memory", default="4Gi", help="memory request of each pod")
+    manifest.add_argument("--output", "-o", help="file to write (default: standard output)")
+    submit = k8s_commands.add_parser("submit", help="create the manifest's objects with the kubernetes client")
+    submit.add_argument("manifest", help="a file `elastimator k8s manifest` wrote")
+    k8s_scale = k8s_commands.add_parser("scale", help="patch a submitted TFJob's Worker replicas")
+    k8s_scale.add_argument("name")
+    k8s_scale.add_argument("--workers", type=int, required=True)
+    k8s_scale.add_argument("--namespace", default="default")
     return parser
 
 
@@ -145,8 +185,59 @@ def _shard_service(args) -> int:
     return 0
 
 
+def _launch(args) -> int:
+    import signal
+
+    from elastimator.cluster import autoscale
+    from elastimator.cluster.launcher import Launcher, LaunchSpec
+    from elastimator.job.conf import load_conf
+
+    conf = load_conf(args.conf)  # a conf that fails to import is reported here, once, not by every process
+    model_dir = args.model_dir or conf.model_dir
+    if not model_dir:
+        raise ConfError("launch needs a model_dir that every process shares: set it in the conf or pass "
+                        "--model-dir.")
+    max_workers = args.max_workers if args.max_workers is not None else args.workers
+    limits = autoscale.ScalingLimits(min_workers=0, max_workers=max_workers) if args.autoscale else None
+    spec = LaunchSpec(args.conf, os.path.abspath(model_dir), ps=args.ps, workers=args.workers,
+                      max_workers=args.max_workers, evaluator=args.evaluator, max_steps=args.max_steps,
+                      max_restarts=args.max_restarts, base_port=args.base_port, autoscale=limits)
+    launcher = Launcher(spec)
+    signal.signal(signal.SIGTERM, lambda *_: launcher.request_stop())
+    return launcher.run()
+
+
+def _scale(args) -> int:
+    from elastimator.cluster.launcher import request_scale
+
+    request_scale(args.model_dir, args.workers)
+    print(f"asked the launcher of {args.model_dir} for {args.workers} worker(s)")
+    return 0
+
+
+def _k8s(args) -> int:
+    from elastimator.cluster import k8s
+
+    if args.k8s_command == "manifest":
+        spec = k8s.TFJobSpec.from_args(args)
+        text = k8s.render(k8s.manifest(spec))
+        if args.output:
+            with open(args.output, "w") as f:
+                f.write(text)
+        else:
+            sys.stdout.write(text)
+        return 0
+    if args.k8s_command == "submit":
+        for created in k8s.submit(k8s.load(args.manifest)):
+            print(f"created {created}")
+        return 0
+    k8s.scale(args.name, args.workers, args.namespace)
+    print(f"TFJob {args.namespace}/{args.name}: Worker replicas set to {args.workers}")
+    return 0
+
+
 COMMANDS = {"run": _run, "export": _export, "predict": _predict, "inspect": _inspect, "report": _report,
-            "shard-service": _shard_service}
+            "shard-service": _shard_service, "launch": _launch, "scale": _scale, "k8s": _k8s}
 
 
 def main(argv=None) -> int:

@@ -36,6 +36,7 @@ ENV_ADDRESS = "ELASTIMATOR_SHARD_SERVICE"
 ENV_TOKEN = "ELASTIMATOR_JOB_TOKEN"
 ENV_WORKER_TIMEOUT = "ELASTIMATOR_WORKER_TIMEOUT_SECS"
 ENV_STANDALONE = "ELASTIMATOR_SHARD_SERVICE_STANDALONE"
+ENV_LISTEN = "ELASTIMATOR_SHARD_SERVICE_LISTEN"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +49,8 @@ class ServiceConfig:
     """A worker silent this long is failed and its shards go back."""
     standalone: bool = False
     """The service runs on its own (`elastimator shard-service`), not in the chief."""
+    listen: str | None = None
+    """host:port the chief binds (default: `address`), e.g. 0.0.0.0:2223 in a pod that others reach by name."""
 
     @staticmethod
     def token_from_env() -> str:
@@ -67,8 +70,9 @@ class ServiceConfig:
                               "job token.")
         timeout = os.environ.get(ENV_WORKER_TIMEOUT, "30")
         standalone = os.environ.get(ENV_STANDALONE, "") not in ("", "0", "false", "False")
+        listen = os.environ.get(ENV_LISTEN, "").strip() or None
         try:
-            return cls(address, token, float(timeout), standalone)
+            return cls(address, token, float(timeout), standalone, listen)
         except ValueError:
             raise ReaderError(f"{ENV_WORKER_TIMEOUT} must be a number of seconds; got {timeout!r}.") from None
 
@@ -93,6 +97,7 @@ class ShardFeed:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
+        self._reported = False
 
     def start(self) -> "ShardFeed":
         """Registers the data set, returns a previous incarnation's shards, starts heartbeating."""
@@ -151,6 +156,10 @@ class ShardFeed:
         """Reports trained records; a hand-out the service took back (after a rewind) is dropped."""
         try:
             self.client.report(self.dataset.name, shard_id, records, lease=lease, offset=offset)
+            if not self._reported:
+                self._reported = True
+                logger.info("%s trained its first batch (shard %d of %s).", self.client.worker, shard_id,
+                            self.dataset.name)
         except ShardServiceError as e:
             if "held by" not in str(e):
                 raise

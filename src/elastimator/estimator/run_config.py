@@ -101,7 +101,31 @@ def read_tf_config() -> dict[str, Any]:
         ) from None
     if not isinstance(parsed, dict):
         raise ConfigError(f"TF_CONFIG must be a JSON object; got {type(parsed).__name__}: {raw!r}.")
-    return parsed
+    return with_worker_slots(parsed, os.environ.get(WORKER_SLOTS_ENV, ""))
+
+
+WORKER_SLOTS_ENV = "ELASTIMATOR_WORKER_SLOTS"
+
+
+def with_worker_slots(tf_config: dict[str, Any], slots_json: str) -> dict[str, Any]:
+    """TF_CONFIG with its worker list widened to every slot scaling may fill (ELASTIMATOR_WORKER_SLOTS).
+
+    A Kubernetes TFJob's TF_CONFIG lists the workers of the moment; the
+    parameter servers must also be able to reach workers added later, whose
+    addresses are known in advance (cluster/k8s.py writes the slot list).
+    """
+    if not slots_json.strip() or not isinstance(tf_config.get("cluster"), dict):
+        return tf_config
+    try:
+        slots = json.loads(slots_json)
+    except json.JSONDecodeError:
+        slots = None
+    if not isinstance(slots, list) or not all(isinstance(a, str) for a in slots):
+        raise ConfigError(f'{WORKER_SLOTS_ENV} must be a JSON list of "host:port" strings; got {slots_json!r}.')
+    workers = tf_config["cluster"].get(TaskType.WORKER, [])
+    if slots[:len(workers)] != workers:
+        raise ConfigError(f"{WORKER_SLOTS_ENV} must start with TF_CONFIG's workers {workers}; got {slots}.")
+    return dict(tf_config, cluster=dict(tf_config["cluster"], **{TaskType.WORKER: slots}))
 
 
 def parse_cluster(tf_config: Mapping[str, Any]) -> ClusterInfo:

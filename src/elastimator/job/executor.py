@@ -104,7 +104,7 @@ def _elastic(conf: JobConf, config: RunConfig, service: ServiceConfig) -> _Elast
     spec = conf.train_set
     server = None
     if config.is_chief and not service.standalone:
-        host, _, port = service.address.rpartition(":")
+        host, _, port = (service.listen or service.address).rpartition(":")
         server = serve(config.model_dir, service.token, host, int(port), service.worker_timeout_secs,
                        keep_seals=conf.keep_checkpoint_max or None)
     worker = f"{config.task_type}-{config.task_id}"

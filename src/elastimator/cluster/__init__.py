@@ -1,0 +1,1 @@
+"""Clusters: the local multi-process launcher, its scaling policy, and Kubernetes TFJob manifests."""

@@ -1,0 +1,243 @@
+"""Kubernetes: a job conf as a Kubeflow TFJob (kubeflow.org/v1), validated, submitted and scaled.
+
+The manifest holds two objects: a Secret with the job token, and the TFJob
+whose Chief, PS, Worker (and Evaluator) replicas each run `elastimator run`.
+The training operator gives every pod its TF_CONFIG. The chief serves the
+shard service on SHARD_PORT; the other pods reach it through the chief's
+per-replica service name (`<job>-chief-0`). Every worker slot up to
+`max_workers` is named in ELASTIMATOR_WORKER_SLOTS, so the parameter servers
+can reach workers that scaling adds later.
+
+Validation checks the TFJob against the CRD's schema (vendored in
+schemas/tfjob_v1.json) and each pod template against the kubernetes client's
+core/v1 models; `submit` refuses a manifest that fails either.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import secrets
+from typing import Any
+
+from elastimator.errors import ClusterError
+
+GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
+TF_PORT = 2222
+SHARD_PORT = 2223
+CONTAINER = "tensorflow"
+"""The training operator finds the TensorFlow container by this name."""
+REPLICA_TYPES = {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator"}
+_SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas", "tfjob_v1.json")
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+@dataclasses.dataclass(frozen=True)
+class TFJobSpec:
+    """A launched job, as Kubernetes should run it."""
+
+    name: str
+    conf: str
+    image: str
+    namespace: str = "default"
+    ps: int = 1
+    workers: int = 1
+    max_workers: int | None = None
+    evaluator: bool = False
+    model_dir: str = "/mnt/model"
+    pvc: str | None = None
+    """A ReadWriteMany PersistentVolumeClaim mounted at model_dir (checkpoints must be shared)."""
+    cpu: str = "2"
+    memory: str = "4Gi"
+    backoff_limit: int = 3
+
+    def __post_init__(self):
+        if not _NAME.match(self.name) or len(self.name) > 40:
+            raise ClusterError(f"job name {self.name!r} must be a DNS label of at most 40 characters: lowercase "
+                               "letters, digits and '-', starting and ending with a letter or digit.")
+        if self.ps < 1 or self.workers < 0:
+            raise ClusterError(f"need at least 1 ps and 0 or more workers; got ps={self.ps}, workers={self.workers}.")
+        if self.max_workers is not None and self.max_workers < self.workers:
+            raise ClusterError(f"max_workers ({self.max_workers}) must be at least workers ({self.workers}).")
+
+    @classmethod
+    def from_args(cls, args) -> "TFJobSpec":
+        conf_file = args.conf.split(":")[0]
+        default_name = re.sub(r"[^a-z0-9-]+", "-", os.path.basename(conf_file).removesuffix(".py").lower()).strip("-")
+        return cls(name=args.name or default_name, conf=args.conf, image=args.image, namespace=args.namespace,
+                   ps=args.ps, workers=args.workers, max_workers=args.max_workers, evaluator=args.evaluator,
+                   model_dir=args.model_dir, pvc=args.pvc, cpu=args.cpu, memory=args.memory)
+
+    @property
+    def worker_slots(self) -> int:
+        return self.max_workers if self.max_workers is not None else self.workers
+
+    def service_address(self, role: str, index: int, port: int = TF_PORT) -> str:
+        """A replica's address through the per-replica service the training operator creates."""
+        return f"{self.name}-{role}-{index}.{self.namespace}.svc:{port}"
+
+
+def _pod_template(spec: TFJobSpec, role: str) -> dict[str, Any]:
+    env: list[dict[str, Any]] = [
+        {"name": "ELASTIMATOR_SHARD_SERVICE", "value": spec.service_address("chief", 0, SHARD_PORT)},
+        {"name": "ELASTIMATOR_JOB_TOKEN", "valueFrom": {"secretKeyRef": {"name": f"{spec.name}-token", "key": "token"}}},
+        {"name": "ELASTIMATOR_WORKER_SLOTS",
+         "value": json.dumps([spec.service_address("worker", i) for i in range(spec.worker_slots)])},
+        {"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"},
+    ]
+    ports = [{"name": "tfjob-port", "containerPort": TF_PORT}]
+    if role == "chief":
+        # Listening beyond loopback is configured here, on purpose: the other pods must reach the service.
+        env.append({"name": "ELASTIMATOR_SHARD_SERVICE_LISTEN", "value": f"0.0.0.0:{SHARD_PORT}"})
+        ports.append({"name": "shard-service", "containerPort": SHARD_PORT})
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": spec.image,
+        "command": ["elastimator", "run", spec.conf, "--no-progress", "--model-dir", spec.model_dir],
+        "env": env,
+        "ports": ports,
+        "resources": {"requests": {"cpu": spec.cpu, "memory": spec.memory}, "limits": {"memory": spec.memory}},
+    }
+    pod: dict[str, Any] = {"containers": [container]}
+    if spec.pvc:
+        container["volumeMounts"] = [{"name": "model-dir", "mountPath": spec.model_dir}]
+        pod["volumes"] = [{"name": "model-dir", "persistentVolumeClaim": {"claimName": spec.pvc}}]
+    return {"metadata": {"labels": {"app.kubernetes.io/name": "elastimator", "elastimator/job": spec.name}},
+            "spec": pod}
+
+
+def manifest(spec: TFJobSpec) -> list[dict[str, Any]]:
+    """The Secret holding a fresh job token, and the TFJob."""
+    counts = {"chief": 1, "ps": spec.ps, "worker": spec.workers, "evaluator": int(spec.evaluator)}
+    replicas = {
+        REPLICA_TYPES[role]: {"replicas": count, "restartPolicy": "OnFailure", "template": _pod_template(spec, role)}
+        for role, count in counts.items() if count or role == "worker"
+    }
+    secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+              "metadata": {"name": f"{spec.name}-token", "namespace": spec.namespace},
+              "stringData": {"token": secrets.token_hex(16)}}
+    tfjob = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TFJob",
+             "metadata": {"name": spec.name, "namespace": spec.namespace},
+             "spec": {"runPolicy": {"backoffLimit": spec.backoff_limit, "cleanPodPolicy": "Running"},
+                      "tfReplicaSpecs": replicas}}
+    return [secret, tfjob]
+
+
+def render(documents: list[dict[str, Any]]) -> str:
+    import yaml
+
+    return yaml.safe_dump_all(documents, sort_keys=False)
+
+
+def load_text(text: str) -> list[dict[str, Any]]:
+    import yaml
+
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def load(path: str) -> list[dict[str, Any]]:
+    try:
+        with open(path) as f:
+            return load_text(f.read())
+    except FileNotFoundError:
+        raise ClusterError(f"no manifest at {path}; write one with `elastimator k8s manifest`.") from None
+
+
+# --- validation ------------------------------------------------------------------------------
+
+
+def validate(document: dict[str, Any]) -> list[str]:
+    """Problems with one manifest object (empty when valid): TFJob schema, then core/v1 pod templates."""
+    kind = document.get("kind")
+    if kind == "Secret":
+        return _check_model(document, "V1Secret", "Secret")
+    if kind != "TFJob":
+        return [f"unexpected kind {kind!r}; a manifest holds a Secret and a TFJob."]
+    import jsonschema
+
+    with open(_SCHEMA) as f:
+        schema = json.load(f)
+    validator = jsonschema.Draft7Validator(schema)
+    problems = [f"TFJob {'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
+                for e in validator.iter_errors(document)]
+    for replica_type, replica in document.get("spec", {}).get("tfReplicaSpecs", {}).items():
+        if replica_type not in REPLICA_TYPES.values():
+            problems.append(f"TFJob: unknown replica type {replica_type!r}; expected {sorted(REPLICA_TYPES.values())}.")
+        template = replica.get("template", {})
+        problems += _check_model(template, "V1PodTemplateSpec", f"{replica_type}.template")
+        names = [c.get("name") for c in template.get("spec", {}).get("containers", [])]
+        if CONTAINER not in names:
+            problems.append(f"{replica_type}: no container named {CONTAINER!r} (the operator needs it); got {names}.")
+    return problems
+
+
+def _check_model(value: Any, type_name: str, where: str) -> list[str]:
+    """Checks a JSON value against the kubernetes client's core/v1 model: fields, their types, required ones.
+
+    The client's models (kubernetes >= 37) are generated from the core OpenAPI
+    schema and forbid unknown fields, so a typo is an error here rather than a
+    field the API server silently drops.
+    """
+    import pydantic
+    from kubernetes import client
+
+    try:
+        getattr(client, type_name).model_validate(value)
+    except pydantic.ValidationError as e:
+        return [f"{where}.{'.'.join(map(str, error['loc']))}: {error['msg']}" for error in e.errors()]
+    return []
+
+
+def check(documents: list[dict[str, Any]]) -> None:
+    problems = [p for d in documents for p in validate(d)]
+    if problems:
+        raise ClusterError("the manifest is invalid:\n  " + "\n  ".join(problems))
+
+
+# --- the cluster -----------------------------------------------------------------------------
+
+
+def _api_client(api_client=None):
+    if api_client is not None:
+        return api_client
+    from kubernetes import client, config
+
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.ApiClient()
+
+
+def submit(documents: list[dict[str, Any]], api_client=None) -> list[str]:
+    """Validates, then creates the Secret and the TFJob; returns what was created."""
+    from kubernetes import client
+
+    check(documents)
+    api = _api_client(api_client)
+    created = []
+    for document in documents:
+        namespace = document["metadata"].get("namespace", "default")
+        name = document["metadata"]["name"]
+        if document["kind"] == "Secret":
+            client.CoreV1Api(api).create_namespaced_secret(namespace, document)
+        else:
+            client.CustomObjectsApi(api).create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, document)
+        created.append(f"{document['kind']} {namespace}/{name}")
+    return created
+
+
+def scale_patch(workers: int) -> dict[str, Any]:
+    if workers < 0:
+        raise ClusterError(f"workers must be 0 or more; got {workers}.")
+    return {"spec": {"tfReplicaSpecs": {"Worker": {"replicas": workers}}}}
+
+
+def scale(name: str, workers: int, namespace: str = "default", api_client=None) -> None:
+    """Sets a TFJob's Worker replicas (a merge patch); the operator starts or stops worker pods."""
+    from kubernetes import client
+
+    client.CustomObjectsApi(_api_client(api_client)).patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, PLURAL, name, scale_patch(workers))

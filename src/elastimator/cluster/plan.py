@@ -1,0 +1,124 @@
+"""The addresses of a job's tasks, and the TF_CONFIG each task gets.
+
+Worker *slots* are addressed up front (`max_workers`), so that workers can
+join a running job: every task's TF_CONFIG names every slot, while only the
+slots in use run a process. Trainers' sessions filter devices to the
+parameter servers and themselves, so an idle slot is never waited for.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import secrets
+import socket
+from typing import Any
+
+from elastimator.errors import ClusterError
+
+ROLES = ("ps", "chief", "worker", "evaluator")
+
+
+def _bindable(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind((host, port))
+        except OSError as e:
+            if e.errno in (errno.EADDRINUSE, errno.EACCES):
+                return False
+            raise
+    return True
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One process of the job: a role and its index."""
+
+    role: str
+    index: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}-{self.index}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterPlan:
+    """Addresses for every task of a job on one machine, and its shard service and token.
+
+    Example:
+        >>> plan = ClusterPlan.allocate(ps=1, max_workers=4)
+        >>> plan.tf_config(Task("worker", 2))["task"]
+        {'type': 'worker', 'index': 2}
+    """
+
+    ps: tuple[str, ...]
+    chief: str
+    worker_slots: tuple[str, ...]
+    shard_service: str
+    token: str
+
+    @classmethod
+    def allocate(cls, ps: int, max_workers: int, host: str = "127.0.0.1", base_port: int | None = None) -> "ClusterPlan":
+        """Picks free ports (or consecutive ports from `base_port`, which must all be free).
+
+        Raises:
+            ClusterError: for counts out of range, or a port of `base_port`'s range in use.
+        """
+        if ps < 1:
+            raise ClusterError(f"a parameter-server job needs at least 1 ps; got --ps {ps}.")
+        if max_workers < 0:
+            raise ClusterError(f"max_workers must be 0 or more; got {max_workers}.")
+        count = ps + 1 + max_workers + 1
+        if base_port is None:
+            ports = _distinct_free_ports(host, count)
+        else:
+            ports = list(range(base_port, base_port + count))
+            taken = [p for p in ports if not _bindable(host, p)]
+            if taken:
+                raise ClusterError(
+                    f"port(s) {', '.join(map(str, taken))} on {host} are in use; the job needs {count} free ports "
+                    f"from {base_port}. Pick another --base-port, or leave it out to use any free ports.")
+        addresses = [f"{host}:{p}" for p in ports]
+        return cls(ps=tuple(addresses[:ps]), chief=addresses[ps], worker_slots=tuple(addresses[ps + 1:-1]),
+                   shard_service=addresses[-1], token=secrets.token_hex(16))
+
+    @property
+    def max_workers(self) -> int:
+        return len(self.worker_slots)
+
+    def address(self, task: Task) -> str | None:
+        """Where a task's server listens (None for the evaluator, which serves nothing)."""
+        if task.role == "ps":
+            return self.ps[task.index]
+        if task.role == "chief":
+            return self.chief
+        if task.role == "worker":
+            return self.worker_slots[task.index]
+        return None
+
+    def tf_config(self, task: Task) -> dict[str, Any]:
+        if task.role not in ROLES:
+            raise ClusterError(f"unknown role {task.role!r}; expected one of {list(ROLES)}.")
+        if task.role == "worker" and not 0 <= task.index < self.max_workers:
+            raise ClusterError(f"worker {task.index} is outside this job's {self.max_workers} worker slot(s); "
+                               "launch the job with a larger --max-workers to scale that far.")
+        cluster: dict[str, list[str]] = {"ps": list(self.ps), "chief": [self.chief]}
+        if self.worker_slots:
+            cluster["worker"] = list(self.worker_slots)
+        return {"cluster": cluster, "task": {"type": task.role, "index": task.index}}
+
+
+def _distinct_free_ports(host: str, count: int) -> list[int]:
+    ports: list[int] = []
+    while len(ports) < count:
+        port = _free_port(host)
+        if port not in ports:
+            ports.append(port)
+    return ports

@@ -1,0 +1,120 @@
+"""`elastimator launch`: the census job as ps, chief, workers and evaluator processes, with faults and scaling."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from elastimator.cluster.launcher import Launcher, LaunchSpec
+from tests.helpers import read_events
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONF = os.path.join(ROOT, "tests", "integration", "launch_conf.py") + ":LaunchConf"
+SINGLE_PROCESS_AUC = 0.9009  # the census job in one process, 3,000 steps (see the closing note of issue 4)
+
+
+class Console(list):
+    def write(self, text):
+        self.append(text)
+
+    def flush(self):
+        pass
+
+
+def _wait_for(predicate, timeout, what, launcher=None):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def _first_steps(launcher, task):
+    return [e for e in launcher.events if e["event"] == "first_step" and e["task"] == task]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_census_survives_a_killed_worker_and_takes_a_new_one(tmp_path):
+    spec = LaunchSpec(CONF, str(tmp_path / "model"), ps=1, workers=2, max_workers=3, evaluator=True,
+                      max_steps=6000, backoff_secs=0.5)
+    console = Console()
+    launcher = Launcher(spec, out=console)
+    result = {}
+    thread = threading.Thread(target=lambda: result.setdefault("code", launcher.run()))
+    thread.start()
+    try:
+        _wait_for(lambda: _first_steps(launcher, "worker-1"), 120, "worker-1's first step")
+        victim = next(e["pid"] for e in launcher.events if e["event"] == "start" and e["task"] == "worker-1")
+        os.kill(victim, signal.SIGKILL)
+        launcher.scale(3)  # a worker joins while the others train
+        _wait_for(lambda: len(_first_steps(launcher, "worker-1")) == 2, 120, "worker-1's replacement")
+        _wait_for(lambda: _first_steps(launcher, "worker-2"), 120, "the added worker's first step")
+    finally:
+        thread.join(timeout=400)
+    assert not thread.is_alive() and result["code"] == 0, "".join(console[-60:])
+    events = launcher.events
+    death = next(e["time"] for e in events if e["event"] == "exit" and e["task"] == "worker-1")
+    replacement = _first_steps(launcher, "worker-1")[1]["time"]
+    print(f"worker-1: {replacement - death:.1f}s from SIGKILL to its replacement's first step")
+    assert [e["code"] for e in events if e["event"] == "exit" and e["task"] == "worker-1"][0] == -signal.SIGKILL
+    assert all(_gone(e["pid"]) for e in events if e["event"] == "start")
+    auc = read_events(os.path.join(spec.model_dir, "eval"))["auc"]
+    final_step, final_auc = auc[-1]
+    print(f"final eval at step {final_step}: auc {final_auc:.4f} (single process: {SINGLE_PROCESS_AUC})")
+    assert final_step >= 6000 and final_auc >= SINGLE_PROCESS_AUC - 0.02
+    assert os.path.getsize(os.path.join(spec.model_dir, "logs", "worker-1.log")) > 0
+
+
+def test_a_task_that_hangs_at_start_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("HANG_ROLE", "ps")
+    console = Console()
+    launcher = Launcher(LaunchSpec(CONF, str(tmp_path / "model"), ps=1, workers=0, start_timeout_secs=20),
+                        out=console)
+    assert launcher.run() == 1
+    assert any("ps-0 did not start: its server never listened" in line for line in console), "".join(console)
+    assert all(_gone(e["pid"]) for e in launcher.events if e["event"] == "start")
+
+
+def test_ctrl_c_ends_every_process(tmp_path):
+    model_dir = tmp_path / "model"
+    cli = os.path.join(os.path.dirname(sys.executable), "elastimator")
+    launch = subprocess.Popen([cli, "launch", CONF, "--workers", "1", "--model-dir", str(model_dir),
+                               "--max-steps", "100000"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in launch.stdout:
+        lines.append(line)
+        if "trained its first batch" in line:
+            break
+    else:
+        pytest.fail("".join(lines[-40:]))
+    import json
+
+    pids = json.loads((model_dir / "launcher" / "state.json").read_text())["tasks"].values()
+    assert len(pids) == 3
+    launch.send_signal(signal.SIGINT)
+    rest, _ = launch.communicate(timeout=60)
+    assert launch.returncode == 130, rest[-3000:]
+    assert all(_gone(pid) for pid in pids)
+
+
+def test_a_conf_that_does_not_import_is_reported_once(tmp_path):
+    bad = tmp_path / "bad_conf.py"
+    bad.write_text("import not_a_module_anywhere\n")
+    cli = os.path.join(os.path.dirname(sys.executable), "elastimator")
+    result = subprocess.run([cli, "launch", f"{bad}:Conf", "--workers", "2", "--model-dir", str(tmp_path / "m")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("elastimator: error:")]
+    assert len(errors) == 1 and "not_a_module_anywhere" in errors[0], result.stderr[-2000:]
+    assert not (tmp_path / "m" / "logs").exists()

@@ -1,0 +1,41 @@
+"""Cluster plans: addresses and TF_CONFIGs for a launched job, and ports that are taken."""
+
+import socket
+
+import pytest
+
+from elastimator.cluster.launcher import LaunchSpec, request_scale
+from elastimator.cluster.plan import ClusterPlan, Task
+from elastimator.errors import ClusterError
+from elastimator.estimator.run_config import parse_cluster
+
+
+def test_every_task_gets_a_distinct_port_and_a_parsable_tf_config():
+    plan = ClusterPlan.allocate(ps=2, max_workers=3)
+    addresses = [*plan.ps, plan.chief, *plan.worker_slots, plan.shard_service]
+    assert len(set(addresses)) == 7 and all(a.startswith("127.0.0.1:") for a in addresses)
+    info = parse_cluster(plan.tf_config(Task("worker", 2)))
+    assert (info.task_type, info.task_id, info.num_ps_replicas) == ("worker", 2, 2)
+    assert info.cluster_spec.as_dict()["worker"] == list(plan.worker_slots)
+    assert parse_cluster(plan.tf_config(Task("evaluator"))).task_type == "evaluator"
+    assert len(plan.token) == 32
+
+
+def test_a_port_in_use_is_named():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        with pytest.raises(ClusterError, match=rf"port\(s\) {port} on 127.0.0.1 are in use"):
+            ClusterPlan.allocate(ps=1, max_workers=1, base_port=port)
+
+
+def test_out_of_range_requests_are_refused(tmp_path):
+    with pytest.raises(ClusterError, match="at least 1 ps"):
+        ClusterPlan.allocate(ps=0, max_workers=1)
+    with pytest.raises(ClusterError, match="outside this job's 1 worker slot"):
+        ClusterPlan.allocate(ps=1, max_workers=1).tf_config(Task("worker", 1))
+    with pytest.raises(ClusterError, match="--max-workers \\(1\\) must be at least --workers \\(2\\)"):
+        LaunchSpec("c.py", str(tmp_path), workers=2, max_workers=1)
+    with pytest.raises(ClusterError, match="is `elastimator launch` running"):
+        request_scale(str(tmp_path), 2)

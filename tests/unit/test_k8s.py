@@ -1,0 +1,123 @@
+"""Kubernetes manifests: the TFJob for the census job, checked against the CRD schema and core/v1 models,
+submitted and scaled through the official client against a loopback HTTP endpoint that records requests."""
+
+import http.server
+import json
+import threading
+
+import pytest
+from kubernetes import client
+
+from elastimator.cluster import k8s
+from elastimator.errors import ClusterError
+from elastimator.estimator.run_config import parse_cluster, with_worker_slots
+
+CENSUS = k8s.TFJobSpec(name="census", conf="examples/census/census_conf.py:CensusConf", image="registry/elastimator:1",
+                       ps=1, workers=2, max_workers=4, evaluator=True, pvc="census-model")
+
+
+def test_the_census_manifest_is_valid_and_complete():
+    secret, tfjob = k8s.manifest(CENSUS)
+    assert k8s.validate(secret) == [] and k8s.validate(tfjob) == []
+    replicas = tfjob["spec"]["tfReplicaSpecs"]
+    assert {name: r["replicas"] for name, r in replicas.items()} == {"Chief": 1, "PS": 1, "Worker": 2, "Evaluator": 1}
+    chief = replicas["Chief"]["template"]["spec"]["containers"][0]
+    assert chief["name"] == "tensorflow" and chief["command"][:3] == ["elastimator", "run", CENSUS.conf]
+    env = {e["name"]: e for e in chief["env"]}
+    assert env["ELASTIMATOR_SHARD_SERVICE"]["value"] == "census-chief-0.default.svc:2223"
+    assert env["ELASTIMATOR_JOB_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "census-token", "key": "token"}
+    assert len(json.loads(env["ELASTIMATOR_WORKER_SLOTS"]["value"])) == 4
+    assert env["ELASTIMATOR_SHARD_SERVICE_LISTEN"]["value"] == "0.0.0.0:2223"
+    worker_env = {e["name"] for e in replicas["Worker"]["template"]["spec"]["containers"][0]["env"]}
+    assert "ELASTIMATOR_SHARD_SERVICE_LISTEN" not in worker_env  # only the chief listens beyond loopback
+    assert k8s.load_text(k8s.render([secret, tfjob])) == [secret, tfjob]
+
+
+@pytest.mark.parametrize("breakage, message", [
+    (lambda job: job["spec"]["tfReplicaSpecs"]["Worker"].update(replicas="two"), "'two' is not of type 'integer'"),
+    (lambda job: job["spec"].pop("tfReplicaSpecs"), "'tfReplicaSpecs' is a required property"),
+    (lambda job: job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0].update(
+        imagePullPolicyy="Always"), "containers.0.imagePullPolicyy: Extra inputs are not permitted"),
+    (lambda job: job["spec"]["tfReplicaSpecs"]["PS"]["template"]["spec"]["containers"][0].pop("name"),
+     "PS.template.spec.containers.0.name: Field required"),
+    (lambda job: job["spec"]["tfReplicaSpecs"]["PS"]["template"]["spec"]["containers"][0].update(name="main"),
+     "no container named 'tensorflow'"),
+    (lambda job: job["spec"]["tfReplicaSpecs"].update(Master=job["spec"]["tfReplicaSpecs"]["Chief"]),
+     "unknown replica type 'Master'"),
+])
+def test_validation_names_what_is_wrong(breakage, message):
+    _, tfjob = k8s.manifest(CENSUS)
+    breakage(tfjob)
+    problems = k8s.validate(tfjob)
+    assert any(message in p for p in problems), problems
+    with pytest.raises(ClusterError, match="the manifest is invalid"):
+        k8s.check([tfjob])
+
+
+def test_bad_names_and_counts_are_refused():
+    with pytest.raises(ClusterError, match="must be a DNS label"):
+        k8s.TFJobSpec(name="Census_Job", conf="c.py", image="i")
+    with pytest.raises(ClusterError, match="max_workers"):
+        k8s.TFJobSpec(name="census", conf="c.py", image="i", workers=3, max_workers=2)
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    requests: list = []
+
+    def _answer(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.requests.append((self.command, self.path, self.headers.get("Content-Type"), json.loads(body)))
+        self.send_response(201)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_PATCH = _answer
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def api_server():
+    _Recorder.requests = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    configuration = client.Configuration(host=f"http://127.0.0.1:{server.server_port}")
+    yield client.ApiClient(configuration)
+    server.shutdown()
+
+
+def test_submit_and_scale_send_what_the_api_expects(api_server):
+    secret, tfjob = k8s.manifest(CENSUS)
+    assert k8s.submit([secret, tfjob], api_client=api_server) == ["Secret default/census-token",
+                                                                  "TFJob default/census"]
+    k8s.scale("census", 3, api_client=api_server)
+    (m1, p1, _, b1), (m2, p2, _, b2), (m3, p3, t3, b3) = _Recorder.requests
+    assert (m1, p1) == ("POST", "/api/v1/namespaces/default/secrets")
+    assert (m2, p2) == ("POST", "/apis/kubeflow.org/v1/namespaces/default/tfjobs")
+    assert (m3, p3) == ("PATCH", "/apis/kubeflow.org/v1/namespaces/default/tfjobs/census")
+    assert t3 == "application/merge-patch+json" and b3 == {"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 3}}}}
+    # The bodies, read back with the client's own models.
+    sent_secret = api_server._ApiClient__deserialize(b1, "V1Secret")
+    assert sent_secret.metadata.name == "census-token" and sent_secret.string_data["token"]
+    assert b2 == tfjob
+    pod = api_server._ApiClient__deserialize(b2["spec"]["tfReplicaSpecs"]["Worker"]["template"], "V1PodTemplateSpec")
+    assert pod.spec.containers[0].name == "tensorflow"
+    assert pod.spec.volumes[0].persistent_volume_claim.claim_name == "census-model"
+
+
+def test_an_invalid_manifest_is_never_sent(api_server):
+    _, tfjob = k8s.manifest(CENSUS)
+    tfjob["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = "many"
+    with pytest.raises(ClusterError):
+        k8s.submit([tfjob], api_client=api_server)
+    assert _Recorder.requests == []
+
+
+def test_worker_slots_widen_the_cluster_for_workers_added_later():
+    tf_config = {"cluster": {"ps": ["p:1"], "chief": ["c:1"], "worker": ["w0:1"]}, "task": {"type": "ps", "index": 0}}
+    widened = with_worker_slots(tf_config, json.dumps(["w0:1", "w1:1", "w2:1"]))
+    assert parse_cluster(widened).cluster_spec.as_dict()["worker"] == ["w0:1", "w1:1", "w2:1"]
+    with pytest.raises(Exception, match="must start with TF_CONFIG's workers"):
+        with_worker_slots(tf_config, json.dumps(["other:1"]))
