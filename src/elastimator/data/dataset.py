@@ -146,7 +146,7 @@ class DataSetInput:
         if isinstance(reader, readers.ElasticReader):
             if reader.data_nums == 0:
                 return None
-            return readers.as_text(next(readers.records_in_range(reader, 0, 1)), reader.describe())
+            return reader.read_lines(0, 1)[0]
         return None  # an iterator reader may be a live stream: do not consume from it
 
     def check(self) -> None:
@@ -246,8 +246,8 @@ class DataSetInput:
             n, step = reader.data_nums, self.spec.batch_size
             starts = range(0, n, step)
             for start in starts:
-                for offset, record in enumerate(readers.records_in_range(reader, start, min(n, start + step))):
-                    yield start + offset + 1, readers.as_text(record, name)
+                for offset, text in enumerate(reader.read_lines(start, min(n, start + step))):
+                    yield start + offset + 1, text
             return
         try:
             iterator = reader.iterator()

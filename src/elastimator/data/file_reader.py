@@ -134,7 +134,7 @@ class FileReader(ElasticReader):
         return [line.decode("utf-8", "replace") for line in self.read_lines(start_index, end_index)]
 
     def read_lines(self, start_index: int, end_index: int) -> list[bytes]:
-        """Like read_data_by_index_range, as undecoded bytes; a plain file's range is one read, split in C."""
+        """Records as undecoded bytes: a plain file's range is one read, split in C (no per-record checks needed)."""
         if self._offsets is None:
             self.count_data()
         offsets = self._offsets

@@ -58,6 +58,14 @@ class ElasticReader(abc.ABC):
             )
         return n
 
+    def read_lines(self, start_index: int, end_index: int) -> list[bytes]:
+        """Records [start_index, end_index) as bytes, each checked to be one delimited string.
+
+        The form every pipeline consumes; a reader that can produce it without a
+        round trip through `str` (FileReader) overrides this.
+        """
+        return [as_text(r, self.describe()) for r in records_in_range(self, start_index, end_index)]
+
     def describe(self) -> str:
         return f"{type(self).__name__}({self.path!r})"
 
