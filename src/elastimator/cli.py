@@ -197,11 +197,11 @@ def _launch(args) -> int:
     if not model_dir:
         raise ConfError("launch needs a model_dir that every process shares: set it in the conf or pass "
                         "--model-dir.")
-    max_workers = args.max_workers if args.max_workers is not None else args.workers
-    limits = autoscale.ScalingLimits(min_workers=0, max_workers=max_workers) if args.autoscale else None
     spec = LaunchSpec(args.conf, os.path.abspath(model_dir), ps=args.ps, workers=args.workers,
                       max_workers=args.max_workers, evaluator=args.evaluator, max_steps=args.max_steps,
-                      max_restarts=args.max_restarts, base_port=args.base_port, autoscale=limits)
+                      max_restarts=args.max_restarts, base_port=args.base_port)
+    if args.autoscale:
+        spec = dataclasses.replace(spec, autoscale=autoscale.ScalingLimits(max_workers=spec.worker_slots))
     launcher = Launcher(spec)
     signal.signal(signal.SIGTERM, lambda *_: launcher.request_stop())
     return launcher.run()

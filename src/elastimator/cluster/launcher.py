@@ -34,11 +34,11 @@ from typing import Callable, TextIO
 
 from elastimator.cluster import autoscale
 from elastimator.cluster.plan import ClusterPlan, Task
+from elastimator.elastic.feed import FIRST_BATCH_LOG
 from elastimator.errors import ClusterError
+from elastimator.estimator.sessions import reachable
 
 logger = logging.getLogger("elastimator")
-FIRST_STEP_MARKER = "trained its first batch"
-"""Logged by a trainer's ShardFeed after its first step; the launcher times replacements with it."""
 _TF_NATIVE_LOG = re.compile(r"^[IWEF]\d{4} |^WARNING: All log messages before absl")
 USAGE_EXIT = 2
 
@@ -93,7 +93,6 @@ class _Child:
     """Stopped on purpose (scaled down, or the job is over): its exit is not a failure."""
     finished: bool = False
     exit_code: int | None = None
-    died_at: float | None = None
 
 
 def scale_request_path(model_dir: str) -> str:
@@ -130,17 +129,6 @@ def request_scale(model_dir: str, workers: int) -> None:
         raise ClusterError(f"the job has {state['max_workers']} worker slot(s); asked for {workers}. Relaunch "
                            "with a larger --max-workers to go further.")
     _write_json(scale_request_path(model_dir), {"workers": workers, "requested_at": time.time()})
-
-
-def _reachable(address: str) -> bool:
-    import socket
-
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 def _die_with_parent() -> None:
@@ -265,8 +253,7 @@ class Launcher:
     def _start(self, task: Task, fresh: bool = False) -> None:
         child = self._children.get(task.name)
         if child is None or fresh:
-            restarts = child.restarts if child is not None and not fresh else 0
-            child = self._children[task.name] = _Child(task, restarts=restarts)
+            child = self._children[task.name] = _Child(task)
         log = open(os.path.join(self.logs_dir, f"{task.name}.log"), "a")
         log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} start (restart {child.restarts})\n")
         log.flush()
@@ -284,7 +271,7 @@ class Launcher:
             for line in process.stdout:
                 log.write(line)
                 log.flush()
-                if FIRST_STEP_MARKER in line:
+                if FIRST_BATCH_LOG in line:  # the replacement's first step, for timing
                     self._event("first_step", task)
                 if not _TF_NATIVE_LOG.match(line):
                     self._say(task.name, line.rstrip("\n"))
@@ -298,8 +285,9 @@ class Launcher:
             for child in list(self._children.values()):
                 failure = self._check(child, now)
                 if failure is not None:
-                    self._say("launcher", failure)
-                    return 1 if not failure.startswith("usage") else USAGE_EXIT
+                    message, code = failure
+                    self._say("launcher", message)
+                    return code
             if self._training_done_at is not None:
                 result = self._finish_when_ready(now)
                 if result is not None:
@@ -309,8 +297,8 @@ class Launcher:
             if self._stopping.wait(0.2):
                 return 130
 
-    def _check(self, child: _Child, now: float) -> str | None:
-        """Handles a child's start, exit and restart; returns a message when the job must fail."""
+    def _check(self, child: _Child, now: float) -> tuple[str, int] | None:
+        """Handles a child's start, exit and restart; returns (message, exit code) when the job must fail."""
         task = child.task
         if child.process is None or child.finished:
             return None
@@ -322,15 +310,15 @@ class Launcher:
         address = self.plan.address(task)
         if code is None:
             if not child.up and address is not None:
-                if _reachable(address):
+                if reachable(address, timeout_secs=0.5):
                     child.up = True
                     self._event("up", task)
                 elif now - child.started_at > self.spec.start_timeout_secs:
                     child.process.kill()
                     return (f"{task.name} did not start: its server never listened on {address} within "
-                            f"{self.spec.start_timeout_secs:.0f}s. See {self.logs_dir}/{task.name}.log.")
+                            f"{self.spec.start_timeout_secs:.0f}s. See {self.logs_dir}/{task.name}.log.", 1)
             return None
-        child.exit_code, child.died_at = code, now
+        child.exit_code = code
         self._event("exit", task, code=code)
         if child.retired or code == 0 or (self._training_done_at is not None and task.role == "worker"):
             child.finished = True
@@ -340,14 +328,14 @@ class Launcher:
             return None
         if code == USAGE_EXIT:
             return (f"usage error: {task.name} exited with code 2 (an invalid conf or bad arguments); not "
-                    f"restarting it. See {self.logs_dir}/{task.name}.log.")
+                    f"restarting it. See {self.logs_dir}/{task.name}.log.", USAGE_EXIT)
         if child.restarts >= self.spec.max_restarts:
             if task.role == "worker":
                 child.finished = True
                 self._say("launcher", f"{task.name} failed {child.restarts + 1} times; leaving its slot empty")
                 return None
             return (f"{task.name} exited with code {code} and was already restarted {child.restarts} time(s); "
-                    f"giving up. See {self.logs_dir}/{task.name}.log.")
+                    f"giving up. See {self.logs_dir}/{task.name}.log.", 1)
         delay = self.spec.backoff_secs * 2 ** child.restarts
         child.restarts += 1
         child.restart_at = now + delay

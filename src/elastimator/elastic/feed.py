@@ -24,7 +24,6 @@ import numpy as np
 import tensorflow as tf
 
 from elastimator.data import reader as readers
-from elastimator.data.file_reader import FileReader
 from elastimator.elastic.service import ShardClient
 from elastimator.elastic.shards import Assigned, DatasetSpec, Finished, ShardServiceError
 from elastimator.errors import ReaderError
@@ -37,6 +36,8 @@ ENV_TOKEN = "ELASTIMATOR_JOB_TOKEN"
 ENV_WORKER_TIMEOUT = "ELASTIMATOR_WORKER_TIMEOUT_SECS"
 ENV_STANDALONE = "ELASTIMATOR_SHARD_SERVICE_STANDALONE"
 ENV_LISTEN = "ELASTIMATOR_SHARD_SERVICE_LISTEN"
+FIRST_BATCH_LOG = "trained its first batch"
+"""In the line a trainer logs after its first reported step; the launcher times replacements by it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,7 +146,8 @@ class ShardFeed:
                 if self._is_abandoned(decision.lease):
                     break
                 end = min(decision.end, start + batch_size)
-                yield (np.arange(start + 1, end + 1, dtype=np.int64), _texts(reader, start, end),
+                yield (np.arange(start + 1, end + 1, dtype=np.int64),
+                       np.asarray(reader.read_lines(start, end), dtype=object),
                        np.asarray([decision.shard_id, decision.lease, start, end - start], dtype=np.int64))
 
     def _is_abandoned(self, lease: int) -> bool:
@@ -158,7 +160,7 @@ class ShardFeed:
             self.client.report(self.dataset.name, shard_id, records, lease=lease, offset=offset)
             if not self._reported:
                 self._reported = True
-                logger.info("%s trained its first batch (shard %d of %s).", self.client.worker, shard_id,
+                logger.info("%s %s (shard %d of %s).", self.client.worker, FIRST_BATCH_LOG, shard_id,
                             self.dataset.name)
         except ShardServiceError as e:
             if "held by" not in str(e):
@@ -167,14 +169,6 @@ class ShardFeed:
                 self._abandoned.add(lease)
             logger.info("Shard %d (lease %d) of %s was taken back by the service (a rewind); dropping it.",
                         shard_id, lease, self.dataset.name)
-
-
-def _texts(reader: readers.ElasticReader, start: int, end: int) -> np.ndarray:
-    """Records [start, end) as bytes; a FileReader hands them over without decoding them."""
-    if isinstance(reader, FileReader):
-        return np.asarray(reader.read_lines(start, end), dtype=object)
-    return np.asarray([readers.as_text(r, reader.describe()) for r in readers.records_in_range(reader, start, end)],
-                      dtype=object)
 
 
 class ShardReportHook(tf.compat.v1.train.SessionRunHook):

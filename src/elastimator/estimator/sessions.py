@@ -64,10 +64,11 @@ def restoring_session_creator(spec, config, checkpoint: str | None, master: str)
     )
 
 
-def _reachable(address: str) -> bool:
+def reachable(address: str, timeout_secs: float = 1.0) -> bool:
+    """Whether a "host:port" accepts TCP connections now."""
     host, _, port = address.rpartition(":")
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=1.0):
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_secs):
             return True
     except OSError:
         return False
@@ -83,7 +84,7 @@ def wait_for_tasks(config, job: str, timeout_secs: float, log_every_secs: float 
     deadline = time.monotonic() + timeout_secs
     next_log = time.monotonic() + log_every_secs
     while True:
-        missing = [f"/job:{job}/task:{i} ({a})" for i, a in enumerate(addresses) if not _reachable(a)]
+        missing = [f"/job:{job}/task:{i} ({a})" for i, a in enumerate(addresses) if not reachable(a)]
         if not missing:
             return
         now = time.monotonic()
