@@ -14,7 +14,6 @@ Results go to bench/results/elastic_input.{json,md}.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -35,6 +34,7 @@ from elastimator.data import DataSetInput, DataSetSpec, FileReader  # noqa: E402
 from elastimator.elastic.feed import ShardFeed, ShardReportHook  # noqa: E402
 from elastimator.elastic.service import ShardClient, ShardServer, ShardService  # noqa: E402
 from elastimator.elastic.shards import DatasetSpec  # noqa: E402
+from report import write_results  # noqa: E402
 from timing import WindowTimer  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
@@ -122,17 +122,15 @@ def main(argv=None) -> dict:
               "runs": args.runs, "train_examples_per_sec": rates, "median": median, "throughput_cost": cost,
               "throughput_cost_remote": remote_cost,
               "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, TF {tf.__version__}"}
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "elastic_input.json"), "w") as f:
-        json.dump(result, f, indent=2)
-    with open(os.path.join(args.out, "elastic_input.md"), "w") as f:
-        f.write(f"# Elastic input vs a plain FileReader\n\nDeepFM-like model on a Criteo-shaped file ({args.rows} "
-                f"rows), batch {args.batch_size}, {args.steps} steps ({args.warmup} warm-up), median of {args.runs} "
-                f"interleaved runs. Machine: {result['machine']}.\n\n| input | train examples/s | runs |\n|---|---|---|\n"
-                + "".join(f"| {k} | {median[k]:,.0f} | {', '.join(f'{v:,.0f}' for v in rates[k])} |\n" for k in rates)
-                + f"\n**Throughput cost of elastic input: {cost:.1%}** with the service in the training process "
-                f"(chief, local job); **{remote_cost:.1%}** with the service in another process (workers).\n")
-    print(json.dumps(result, indent=2))
+    markdown = (
+        f"# Elastic input vs a plain FileReader\n\nDeepFM-like model on a Criteo-shaped file ({args.rows} "
+        f"rows), batch {args.batch_size}, {args.steps} steps ({args.warmup} warm-up), median of {args.runs} "
+        f"interleaved runs. Machine: {result['machine']}.\n\n| input | train examples/s | runs |\n|---|---|---|\n"
+        + "".join(f"| {k} | {median[k]:,.0f} | {', '.join(f'{v:,.0f}' for v in rates[k])} |\n" for k in rates)
+        + f"\n**Throughput cost of elastic input: {cost:.1%}** with the service in the training process "
+        f"(chief, local job); **{remote_cost:.1%}** with the service in another process (workers).\n"
+    )
+    write_results(args.out, "elastic_input", result, markdown)
     return result
 
 

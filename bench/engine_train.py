@@ -11,7 +11,6 @@ timed. Results go to bench/results/engine_train.{json,md}.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -24,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tensorflow as tf  # noqa: E402
 
 import deepfm  # noqa: E402
+from report import write_results  # noqa: E402
 from timing import WindowTimer  # noqa: E402
 import elastimator as est  # noqa: E402
 
@@ -78,20 +78,16 @@ def main(argv=None) -> dict:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                     "tensorflow": tf.__version__},
     }
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "engine_train.json"), "w") as f:
-        json.dump(result, f, indent=2)
-    with open(os.path.join(args.out, "engine_train.md"), "w") as f:
-        f.write(
-            f"# Estimator.train vs a tf.function loop\n\n{result['model']}, batch {args.batch_size}, "
-            f"{args.runs} interleaved runs of {args.steps} steps ({args.warmup} warm-up steps not timed).\n"
-            f"Machine: {os.cpu_count()} CPUs, {platform.platform()}, TF {tf.__version__}.\n\n"
-            "| contender | median steps/s | examples/s | runs (steps/s) |\n|---|---|---|---|\n"
-            + "".join(f"| {name} | {median[name]:.1f} | {median[name] * args.batch_size:,.0f} | "
-                      f"{', '.join(f'{v:.1f}' for v in values)} |\n" for name, values in rates.items())
-            + f"\n**Ratio estimator / tf.function: {result['ratio_estimator_over_tf_function']:.3f}**\n"
-        )
-    print(json.dumps(result, indent=2))
+    markdown = (
+        f"# Estimator.train vs a tf.function loop\n\n{result['model']}, batch {args.batch_size}, "
+        f"{args.runs} interleaved runs of {args.steps} steps ({args.warmup} warm-up steps not timed).\n"
+        f"Machine: {os.cpu_count()} CPUs, {platform.platform()}, TF {tf.__version__}.\n\n"
+        "| contender | median steps/s | examples/s | runs (steps/s) |\n|---|---|---|---|\n"
+        + "".join(f"| {name} | {median[name]:.1f} | {median[name] * args.batch_size:,.0f} | "
+        f"{', '.join(f'{v:.1f}' for v in values)} |\n" for name, values in rates.items())
+        + f"\n**Ratio estimator / tf.function: {result['ratio_estimator_over_tf_function']:.3f}**\n"
+    )
+    write_results(args.out, "engine_train", result, markdown)
     return result
 
 

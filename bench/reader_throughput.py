@@ -13,7 +13,6 @@ Results go to bench/results/reader_throughput.{json,md}.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -28,6 +27,7 @@ import tensorflow as tf  # noqa: E402
 
 import generate_data  # noqa: E402
 from elastimator.data import DataSetInput, DataSetSpec, FileReader  # noqa: E402
+from report import write_results  # noqa: E402
 
 RESULTS = os.path.join(ROOT, "bench", "results")
 
@@ -82,18 +82,14 @@ def main(argv=None) -> dict:
         "ratio_file_reader_over_csv_dataset": median["file_reader"] / median["csv_dataset"],
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "tensorflow": tf.__version__},
     }
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "reader_throughput.json"), "w") as f:
-        json.dump(result, f, indent=2)
-    with open(os.path.join(args.out, "reader_throughput.md"), "w") as f:
-        f.write(
-            f"# FileReader vs CsvDataset\n\n{result['data']}, batch {args.batch_size}, {args.runs} interleaved "
-            f"runs after one warm-up each.\nMachine: {os.cpu_count()} CPUs, {platform.platform()}, "
-            f"TF {tf.__version__}.\n\n| pipeline | median records/s | runs |\n|---|---|---|\n"
-            + "".join(f"| {k} | {median[k]:,.0f} | {', '.join(f'{v:,.0f}' for v in rates[k])} |\n" for k in rates)
-            + f"\n**Ratio FileReader / CsvDataset: {result['ratio_file_reader_over_csv_dataset']:.3f}**\n"
-        )
-    print(json.dumps(result, indent=2))
+    markdown = (
+        f"# FileReader vs CsvDataset\n\n{result['data']}, batch {args.batch_size}, {args.runs} interleaved "
+        f"runs after one warm-up each.\nMachine: {os.cpu_count()} CPUs, {platform.platform()}, "
+        f"TF {tf.__version__}.\n\n| pipeline | median records/s | runs |\n|---|---|---|\n"
+        + "".join(f"| {k} | {median[k]:,.0f} | {', '.join(f'{v:,.0f}' for v in rates[k])} |\n" for k in rates)
+        + f"\n**Ratio FileReader / CsvDataset: {result['ratio_file_reader_over_csv_dataset']:.3f}**\n"
+    )
+    write_results(args.out, "reader_throughput", result, markdown)
     return result
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import json
 import os
 import platform
 import statistics
@@ -19,6 +18,7 @@ import time
 
 from elastimator.elastic.service import ShardClient, ShardServer, ShardService
 from elastimator.elastic.shards import DatasetSpec, Finished, Wait
+from report import write_results
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 TOKEN = "load-test-token"
@@ -81,16 +81,14 @@ def main(argv=None) -> dict:
         "lost_or_duplicated_shards": 0,
         "machine": f"{os.cpu_count()} CPUs, {platform.platform()}",
     }
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "shard_service_load.json"), "w") as f:
-        json.dump(result, f, indent=2)
-    with open(os.path.join(args.out, "shard_service_load.md"), "w") as f:
-        f.write(f"# Shard service under load\n\n{args.clients} concurrent clients on loopback, {args.shards} shards "
-                f"requested and reported once each ({result['requests']} calls). Machine: {result['machine']}.\n\n"
-                f"| requests/s | p50 ms | p99 ms | max ms | lost or duplicated |\n|---|---|---|---|---|\n"
-                f"| {result['requests_per_sec']:,.0f} | {result['latency_ms']['p50']:.2f} | "
-                f"{result['latency_ms']['p99']:.2f} | {result['latency_ms']['max']:.1f} | 0 |\n")
-    print(json.dumps(result, indent=2))
+    markdown = (
+        f"# Shard service under load\n\n{args.clients} concurrent clients on loopback, {args.shards} shards "
+        f"requested and reported once each ({result['requests']} calls). Machine: {result['machine']}.\n\n"
+        f"| requests/s | p50 ms | p99 ms | max ms | lost or duplicated |\n|---|---|---|---|---|\n"
+        f"| {result['requests_per_sec']:,.0f} | {result['latency_ms']['p50']:.2f} | "
+        f"{result['latency_ms']['p99']:.2f} | {result['latency_ms']['max']:.1f} | 0 |\n"
+    )
+    write_results(args.out, "shard_service_load", result, markdown)
     return result
 
 
