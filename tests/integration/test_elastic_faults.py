@@ -131,23 +131,13 @@ def test_a_worker_killed_mid_epoch(job):
     print(f"worker killed: {replays} record(s) replayed")
 
 
-def test_the_ps_killed_and_restarted(job):
+@pytest.mark.parametrize("role", ["ps", "chief"])
+def test_a_killed_and_restarted_task(job, role):
     job.start_all()
     job.wait_for_progress(0.3)
-    job.kill("ps0")
-    job.start("ps", 0)
+    job.kill(f"{role}0")
+    job.start(role, 0)
     codes = job.wait_all()
     assert codes == {"ps0": 0, "chief0": 0, "worker0": 0, "worker1": 0}, job.output()
     replays = _check_counts(job, failures=1)
-    print(f"ps killed and restarted: {replays} record(s) replayed")
-
-
-def test_the_chief_killed_and_restarted(job):
-    job.start_all()
-    job.wait_for_progress(0.3)
-    job.kill("chief0")
-    job.start("chief", 0)
-    codes = job.wait_all()
-    assert codes == {"ps0": 0, "chief0": 0, "worker0": 0, "worker1": 0}, job.output()
-    replays = _check_counts(job, failures=1)
-    print(f"chief killed and restarted: {replays} record(s) replayed")
+    print(f"{role} killed and restarted: {replays} record(s) replayed")
