@@ -12,7 +12,7 @@ from elastimator._keras_routing import prefer_tf_keras as _prefer_tf_keras
 _prefer_tf_keras()
 
 # pylint: disable=wrong-import-position
-from elastimator import experimental, export, inputs
+from elastimator import experimental, export, inputs, premade
 from elastimator.data import Column, ElasticReader, FileReader
 from elastimator.errors import (
     CheckpointError,
@@ -21,6 +21,7 @@ from elastimator.errors import (
     ConfigError,
     ElastimatorError,
     ExportError,
+    HeadError,
     InputFnError,
     ModelDirError,
     ModelFnError,
@@ -32,6 +33,22 @@ from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.estimator.run_config import RunConfig, TaskType
 from elastimator.estimator.spec import EstimatorSpec
 from elastimator.estimator.warm_start import VocabInfo, WarmStartSettings
+from elastimator.premade import (
+    BaselineClassifier,
+    BaselineRegressor,
+    BinaryClassHead,
+    DeepFMClassifier,
+    DNNClassifier,
+    DNNLinearCombinedClassifier,
+    DNNLinearCombinedRegressor,
+    DNNRegressor,
+    Head,
+    LinearClassifier,
+    LinearRegressor,
+    MultiClassHead,
+    MultiLabelHead,
+    RegressionHead,
+)
 from elastimator.training.early_stopping import (
     make_early_stopping_hook,
     stop_if_higher_hook,
@@ -47,15 +64,35 @@ from elastimator.training.train_and_evaluate import train_and_evaluate
 
 __version__ = "0.1.0"
 
+_LAZY_SUBMODULES = ("keras", "compat")
+"""Imported on first attribute access: `keras` loads Keras 3, `compat` is opt-in."""
+
+
+def __getattr__(name: str):
+    if name in _LAZY_SUBMODULES:
+        import importlib  # pylint: disable=import-outside-toplevel
+
+        return importlib.import_module(f"elastimator.{name}")
+    raise AttributeError(f"module 'elastimator' has no attribute {name!r}")
+
+
 __all__ = [
     "AllOf",
     "AnyOf",
+    "BaselineClassifier",
+    "BaselineRegressor",
     "BestExporter",
+    "BinaryClassHead",
     "CheckpointError",
     "ClusterError",
     "Column",
     "ConfError",
     "ConfigError",
+    "DNNClassifier",
+    "DNNLinearCombinedClassifier",
+    "DNNLinearCombinedRegressor",
+    "DNNRegressor",
+    "DeepFMClassifier",
     "ElasticReader",
     "ElastimatorError",
     "Estimator",
@@ -68,13 +105,20 @@ __all__ = [
     "Exporter",
     "FileReader",
     "FinalExporter",
+    "Head",
+    "HeadError",
     "InputFnError",
     "LatestExporter",
+    "LinearClassifier",
+    "LinearRegressor",
     "ModeKeys",
     "ModelDirError",
     "ModelFnError",
+    "MultiClassHead",
+    "MultiLabelHead",
     "NanLossError",
     "ReaderError",
+    "RegressionHead",
     "ResetMetricsHook",
     "RunConfig",
     "TaskType",
@@ -86,6 +130,7 @@ __all__ = [
     "export",
     "inputs",
     "make_early_stopping_hook",
+    "premade",
     "stop_if_higher_hook",
     "stop_if_lower_hook",
     "stop_if_no_decrease_hook",

@@ -39,6 +39,10 @@ class NanLossError(ElastimatorError, RuntimeError):
     """
 
 
+class HeadError(ElastimatorError, ValueError):
+    """Labels, logits or weights do not fit a head (wrong shape, class out of range, unknown label)."""
+
+
 class ExportError(ElastimatorError, ValueError):
     """A SavedModel export was misconfigured or could not be written."""
 

@@ -1,0 +1,109 @@
+"""`elastimator.compat`: run code written for `tf.estimator` on elastimator, unedited.
+
+After `install()`, these all resolve to elastimator:
+
+* `import tensorflow as tf; tf.estimator.Estimator(...)` and `tf.compat.v1.estimator...`;
+* `import tensorflow_estimator` (and `tensorflow_estimator.estimator`);
+* the private modules libraries reached into, such as
+  `from tensorflow.python.estimator.canned.head import _Head` (see `api.py` for the list).
+
+Three ways to turn it on, from least to most hands-off:
+
+    import elastimator.compat; elastimator.compat.install()
+    import elastimator.compat.auto            # installs on import
+    python -m elastimator.compat script.py [args...]   # runs an unmodified script
+
+Installing attaches attributes to TensorFlow's module objects and adds entries to
+`sys.modules`; it is the one place elastimator changes TensorFlow's namespace, it is
+opt-in, idempotent, and `uninstall()` undoes it.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import sys
+
+import tensorflow as tf
+
+from elastimator.compat import api
+
+__all__ = ["install", "installed", "uninstall"]
+
+_TOP = "tensorflow_estimator"
+_VERSION = "2.15.0"
+"""The tensorflow_estimator release whose API this compatibility layer follows."""
+
+
+class _MissingModuleFinder(importlib.abc.MetaPathFinder):
+    """Turns an import of an estimator module we do not serve into an error that says so."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        del path, target
+        roots = api.PRIVATE_ROOTS + (_TOP,)
+        if any(fullname == r or fullname.startswith(r + ".") for r in roots):
+            raise ModuleNotFoundError(
+                f"{fullname} is not provided by elastimator.compat: it serves tf.estimator's public API and the "
+                f"private modules listed in elastimator/compat/api.py. Import the equivalent from elastimator "
+                f"(see docs/migration.md) or open an issue naming the module.", name=fullname)
+        return None
+
+
+class _State:
+    """What install() changed, so uninstall() can put it back."""
+
+    def __init__(self):
+        self.modules: list[str] = []
+        self.attributes: list[tuple[object, str]] = []
+        self.finder: _MissingModuleFinder | None = None
+
+
+_state: _State | None = None
+
+
+def installed() -> bool:
+    """True between `install()` and `uninstall()`."""
+    return _state is not None
+
+
+def install() -> None:
+    """Makes `tf.estimator`, `tensorflow_estimator` and the private estimator modules resolve to elastimator."""
+    global _state  # pylint: disable=global-statement  # The one process-wide switch; see the module docstring.
+    if _state is not None:
+        return
+    state = _State()
+    public = api.public_modules()
+    top = api._module(_TOP, "tensorflow_estimator, served by elastimator.compat.",  # pylint: disable=protected-access
+                      estimator=public["v2"], __version__=_VERSION)
+    top.__path__ = []
+    modules = {_TOP: top, f"{_TOP}.estimator": public["v2"], "tensorflow.estimator": public["v2"],
+               "tensorflow.compat.v1.estimator": public["v1"], **api.private_modules()}
+    top.python = modules[f"{_TOP}.python.estimator"]  # Lets attribute access reach it too.
+    for name, module in modules.items():
+        if name not in sys.modules:
+            sys.modules[name] = module
+            state.modules.append(name)
+    import tensorflow.python as tf_python  # pylint: disable=import-outside-toplevel
+
+    for owner, attribute, value in ((tf, "estimator", public["v2"]), (tf.compat.v1, "estimator", public["v1"]),
+                                    (tf.compat.v2, "estimator", public["v2"]),
+                                    (tf_python, "estimator", modules["tensorflow.python.estimator"])):
+        if attribute not in vars(owner):
+            setattr(owner, attribute, value)
+            state.attributes.append((owner, attribute))
+    state.finder = _MissingModuleFinder()
+    sys.meta_path.append(state.finder)
+    _state = state
+
+
+def uninstall() -> None:
+    """Undoes `install()`: the estimator names disappear from TensorFlow and sys.modules again."""
+    global _state  # pylint: disable=global-statement
+    if _state is None:
+        return
+    for name in _state.modules:
+        sys.modules.pop(name, None)
+    for owner, attribute in _state.attributes:
+        delattr(owner, attribute)
+    if _state.finder in sys.meta_path:
+        sys.meta_path.remove(_state.finder)
+    _state = None

@@ -1,0 +1,252 @@
+"""`model_to_estimator`: a compiled Keras 3 model as an Estimator.
+
+Every graph the engine builds gets its own copy of the model, rebuilt from the
+model's config (`from_config`), so the Keras model the user holds is never touched.
+The copy is trained with the compiled loss (plus the model's regularization losses)
+by the graph-mode twin of the compiled optimizer, evaluated with the compiled
+metrics, and starts from the Keras model's current weights when model_dir has no
+checkpoint yet.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from elastimator.errors import ConfigError, InputFnError
+from elastimator.estimator.estimator import Estimator
+from elastimator.estimator.mode_keys import ModeKeys
+from elastimator.estimator.spec import EstimatorSpec
+from elastimator.export.outputs import PredictOutput
+from elastimator.keras.optimizers import optimizer_factory
+from elastimator.premade.optimizers import get_optimizer_instance
+
+
+@dataclasses.dataclass(frozen=True)
+class _Blueprint:
+    """What each graph needs to rebuild and train the model; captured once, eagerly."""
+
+    cls: type
+    config: dict
+    custom_objects: Mapping[str, Any]
+    weights: tuple[np.ndarray, ...]
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+    losses: tuple[Callable, ...]
+    loss_weights: tuple[float, ...]
+    metrics: tuple[Any, ...]
+    optimizer: Callable[[], tf.compat.v1.train.Optimizer]
+    metric_names_map: Mapping[str, str]
+
+
+def model_to_estimator(keras_model=None, keras_model_path: str | None = None, custom_objects=None,
+                       model_dir: str | None = None, config=None, metric_names_map=None, optimizer=None,
+                       warm_start_from=None) -> Estimator:
+    """An Estimator that trains, evaluates, predicts with and exports `keras_model`.
+
+    Args:
+        keras_model: A compiled Keras 3 model (functional, Sequential, or subclassed with a `get_config`
+            that records its constructor arguments).
+        keras_model_path: Instead of `keras_model`, a saved `.keras` file to load.
+        custom_objects: Custom layers, losses and metrics needed to rebuild the model from its config.
+        model_dir, config, warm_start_from: As for `Estimator`.
+        metric_names_map: Renames compiled metrics in evaluation results (`{"accuracy": "acc"}`).
+        optimizer: A `tf.compat.v1.train.Optimizer` (or name) to use instead of the compiled one.
+
+    Returns:
+        An `Estimator`. Features are the model's inputs: a dict keyed by input name (a bare tensor
+        for a single-input model); labels likewise by output name. Predictions are keyed by output name.
+
+    Raises:
+        ConfigError: The model is not compiled, cannot be rebuilt from its config, or uses an optimizer
+            or loss with no graph-mode equivalent.
+    """
+    if (keras_model is None) == (keras_model_path is None):
+        raise ConfigError("model_to_estimator: pass exactly one of keras_model or keras_model_path.")
+    if keras_model_path is not None:
+        keras_model = keras.models.load_model(keras_model_path, custom_objects=custom_objects)
+    blueprint = _blueprint(keras_model, dict(custom_objects or {}), dict(metric_names_map or {}), optimizer)
+    return Estimator(model_fn=_model_fn_for(blueprint), model_dir=model_dir, config=config,
+                     warm_start_from=warm_start_from)
+
+
+def _blueprint(model, custom_objects, metric_names_map, optimizer) -> _Blueprint:
+    if not isinstance(model, keras.Model):
+        raise ConfigError(f"model_to_estimator: expected a Keras 3 keras.Model; got {type(model).__module__}."
+                          f"{type(model).__name__}.")
+    if not getattr(model, "compiled", False) or getattr(model, "optimizer", None) is None:
+        raise ConfigError(f"model_to_estimator: model {model.name!r} is not compiled. Call "
+                          "model.compile(optimizer=..., loss=...) first; the estimator trains with what compile set.")
+    outputs = tuple(getattr(model, "output_names", None) or ("output",))
+    losses, weights = _losses(model, outputs)
+    if optimizer is None:
+        factory = optimizer_factory(model.optimizer)
+    else:
+        factory = lambda: get_optimizer_instance(optimizer, 0.001)  # noqa: E731
+    config_args = model._compile_config.config if getattr(model, "_compile_config", None) else {}  # pylint: disable=protected-access
+    return _Blueprint(
+        cls=type(model), config=model.get_config(), custom_objects=custom_objects,
+        weights=tuple(model.get_weights()) if model.built else (),
+        input_names=tuple(t.name for t in getattr(model, "inputs", None) or ()),
+        output_names=outputs, losses=losses, loss_weights=weights,
+        metrics=tuple(config_args.get("metrics") or ()), optimizer=factory, metric_names_map=metric_names_map)
+
+
+def _losses(model, outputs: tuple[str, ...]) -> tuple[tuple[Callable, ...], tuple[float, ...]]:
+    """The compiled loss per output, and its weight."""
+    loss = model.loss
+    if isinstance(loss, Mapping):
+        missing = [o for o in outputs if o not in loss]
+        if missing:
+            raise ConfigError(f"model_to_estimator: compiled loss dict lacks output(s) {missing}; it has {sorted(loss)}.")
+        loss = [loss[o] for o in outputs]
+    elif not isinstance(loss, (list, tuple)):
+        loss = [loss] * len(outputs)
+    if len(loss) != len(outputs):
+        raise ConfigError(f"model_to_estimator: {len(loss)} compiled losses for {len(outputs)} outputs {list(outputs)}.")
+    functions = tuple(keras.losses.get(item) for item in loss)
+    raw_weights = getattr(model, "_compile_config", None) and model._compile_config.config.get("loss_weights")  # pylint: disable=protected-access
+    if isinstance(raw_weights, Mapping):
+        weights = tuple(float(raw_weights.get(o, 1.0)) for o in outputs)
+    elif raw_weights:
+        weights = tuple(float(w) for w in raw_weights)
+    else:
+        weights = (1.0,) * len(outputs)
+    return functions, weights
+
+
+def _model_fn_for(blueprint: _Blueprint) -> Callable:
+    def model_fn(features, labels, mode):
+        model = _rebuild(blueprint)
+        outputs = model(_model_inputs(features, blueprint), training=mode == ModeKeys.TRAIN)
+        outputs = _as_list(outputs)
+        predictions = dict(zip(blueprint.output_names, outputs)) if len(outputs) == len(blueprint.output_names) \
+            else {f"output_{i}": o for i, o in enumerate(outputs)}
+        scaffold = _initial_weights_scaffold(model, blueprint)
+        if mode == ModeKeys.PREDICT:
+            return EstimatorSpec(mode, predictions=predictions, scaffold=scaffold,
+                                 export_outputs={"serving_default": PredictOutput(predictions)})
+        targets = _targets(labels, blueprint)
+        loss = tf.add_n([w * tf.cast(fn(y, out), tf.float32)
+                         for fn, w, y, out in zip(blueprint.losses, blueprint.loss_weights, targets, outputs)])
+        if model.losses:  # kernel / activity regularizers
+            loss = loss + tf.add_n([tf.cast(x, tf.float32) for x in model.losses])
+        if mode == ModeKeys.EVAL:
+            metrics = _metric_ops(blueprint, targets, outputs)
+            return EstimatorSpec(mode, predictions=predictions, loss=loss, eval_metric_ops=metrics, scaffold=scaffold)
+        variables = [_tf_variable(v) for v in model.trainable_weights]
+        train_op = blueprint.optimizer().minimize(loss, global_step=tf.compat.v1.train.get_global_step(),
+                                                  var_list=variables)
+        return EstimatorSpec(mode, predictions=predictions, loss=loss, train_op=train_op, scaffold=scaffold)
+
+    return model_fn
+
+
+def _rebuild(blueprint: _Blueprint):
+    with keras.utils.custom_object_scope(dict(blueprint.custom_objects)):
+        try:
+            return blueprint.cls.from_config(dict(blueprint.config))
+        except Exception as e:  # noqa: BLE001  # Any failure here means the config cannot rebuild the model.
+            raise ConfigError(
+                f"model_to_estimator: {blueprint.cls.__name__}.from_config(model.get_config()) failed: {e}. A subclassed "
+                "model needs get_config() returning its constructor arguments; custom layers need custom_objects."
+            ) from e
+
+
+def _model_inputs(features, blueprint: _Blueprint):
+    names = blueprint.input_names
+    if not isinstance(features, Mapping) or not names:
+        return features
+    missing = [n for n in names if n not in features]
+    if len(names) == 1 and missing and len(features) == 1:
+        return next(iter(features.values()))  # One input, one feature: names need not match.
+    if missing:
+        raise InputFnError(f"model_to_estimator: the model's input(s) {missing} are not among the features "
+                           f"{sorted(features)}. Key the features dict by the model's input names {list(names)}.")
+    return features[names[0]] if len(names) == 1 else [features[n] for n in names]
+
+
+def _targets(labels, blueprint: _Blueprint) -> list:
+    names = blueprint.output_names
+    if labels is None:
+        raise InputFnError("model_to_estimator: train and evaluate need labels; input_fn returned none.")
+    if isinstance(labels, Mapping):
+        missing = [n for n in names if n not in labels]
+        if missing and not (len(names) == 1 and len(labels) == 1):
+            raise InputFnError(f"model_to_estimator: labels lack output(s) {missing}; got {sorted(labels)}. Key the "
+                               f"labels dict by the model's output names {list(names)}.")
+        return [next(iter(labels.values()))] if missing else [labels[n] for n in names]
+    if len(names) != 1:
+        raise InputFnError(f"model_to_estimator: the model has outputs {list(names)}; return labels as a dict keyed "
+                           "by those names.")
+    return [labels]
+
+
+def _metric_ops(blueprint: _Blueprint, targets, outputs) -> dict:
+    metrics = {}
+    for spec in blueprint.metrics:
+        for index, (y, out) in enumerate(zip(targets, outputs)):
+            metric = _metric(spec, blueprint.losses[index])
+            metric.update_state(y, out)
+            name = metric.name if len(outputs) == 1 else f"{blueprint.output_names[index]}_{metric.name}"
+            metrics[blueprint.metric_names_map.get(name, name)] = metric
+    return metrics
+
+
+_ACCURACY_FOR_LOSS = {
+    "binary_crossentropy": keras.metrics.BinaryAccuracy,
+    "sparse_categorical_crossentropy": keras.metrics.SparseCategoricalAccuracy,
+    "categorical_crossentropy": keras.metrics.CategoricalAccuracy,
+}
+
+
+def _metric(spec, loss):
+    """A fresh Keras metric for a compiled metric spec ('accuracy' follows the loss, as in Keras)."""
+    if isinstance(spec, str) and spec in ("accuracy", "acc"):
+        loss_name = getattr(getattr(loss, "fn", loss), "__name__", "")
+        return _ACCURACY_FOR_LOSS.get(loss_name, keras.metrics.Accuracy)(name=spec)
+    if isinstance(spec, keras.metrics.Metric):
+        return type(spec).from_config(spec.get_config())
+    found = keras.metrics.get(spec)
+    if isinstance(found, keras.metrics.Metric):
+        return type(found).from_config(found.get_config())
+    if callable(found):
+        return keras.metrics.MeanMetricWrapper(found, name=spec if isinstance(spec, str) else found.__name__)
+    raise ConfigError(f"model_to_estimator: cannot evaluate compiled metric {spec!r}.")
+
+
+def _initial_weights_scaffold(model, blueprint: _Blueprint) -> tf.compat.v1.train.Scaffold | None:
+    """A scaffold whose init_fn loads the Keras model's weights when there is no checkpoint to restore."""
+    if not blueprint.weights:
+        return None
+    variables = [_tf_variable(v) for v in model.weights]
+    shapes = [tuple(v.shape) for v in variables]
+    expected = [w.shape for w in blueprint.weights]
+    if shapes != expected:
+        raise ConfigError(
+            f"model_to_estimator: {blueprint.cls.__name__} rebuilt from its config has weight shapes {shapes}, but the "
+            f"model passed in has {expected}. Its get_config() must return the constructor arguments that built it."
+        )
+    feeds = [tf.compat.v1.placeholder(v.dtype.base_dtype, v.shape) for v in variables]
+    assign = tf.group(*[tf.compat.v1.assign(v, p) for v, p in zip(variables, feeds)], name="keras_initial_weights")
+
+    def init_fn(scaffold, session):
+        del scaffold
+        session.run(assign, feed_dict=dict(zip(feeds, blueprint.weights)))
+
+    return tf.compat.v1.train.Scaffold(init_fn=init_fn)
+
+
+def _tf_variable(variable):
+    """The tf.Variable behind a Keras 3 variable."""
+    return getattr(variable, "value", variable) if not isinstance(variable, tf.Variable) else variable
+
+
+def _as_list(outputs) -> list:
+    if isinstance(outputs, Mapping):
+        return list(outputs.values())
+    return list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]

@@ -1,0 +1,44 @@
+"""`elastimator.premade`: heads and the canned estimators built on them.
+
+The heads turn logits into predictions, losses, metrics, train ops and serving
+signatures; the canned estimators (linear, DNN, wide & deep, baseline, DeepFM)
+compute logits from feature columns and hand them to a head. Everything here
+uses only the public engine (`Estimator`, `EstimatorSpec`, `export`).
+"""
+
+from elastimator.premade.baseline import BaselineClassifier, BaselineRegressor
+from elastimator.premade.canned import CannedEstimator
+from elastimator.premade.classification import BinaryClassHead, MultiClassHead, MultiLabelHead
+from elastimator.premade.deepfm import DeepFMClassifier
+from elastimator.premade.dnn import DNNClassifier, DNNRegressor
+from elastimator.premade.features import classifier_parse_example_spec, regressor_parse_example_spec
+from elastimator.premade.head import Head
+from elastimator.premade.keys import MetricKeys, PredictionKeys, SignatureKeys
+from elastimator.premade.linear import LinearClassifier, LinearRegressor
+from elastimator.premade.optimizers import get_optimizer_instance
+from elastimator.premade.regression import RegressionHead
+from elastimator.premade.wide_deep import DNNLinearCombinedClassifier, DNNLinearCombinedRegressor
+
+__all__ = [
+    "BaselineClassifier",
+    "BaselineRegressor",
+    "BinaryClassHead",
+    "CannedEstimator",
+    "DNNClassifier",
+    "DNNLinearCombinedClassifier",
+    "DNNLinearCombinedRegressor",
+    "DNNRegressor",
+    "DeepFMClassifier",
+    "Head",
+    "LinearClassifier",
+    "LinearRegressor",
+    "MetricKeys",
+    "MultiClassHead",
+    "MultiLabelHead",
+    "PredictionKeys",
+    "RegressionHead",
+    "SignatureKeys",
+    "classifier_parse_example_spec",
+    "get_optimizer_instance",
+    "regressor_parse_example_spec",
+]

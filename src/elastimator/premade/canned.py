@@ -1,0 +1,96 @@
+"""`CannedEstimator`: an Estimator whose model_fn is logits from feature columns plus a head.
+
+Each canned estimator says which feature columns it reads, how it computes logits,
+and which optimizer trains which variable scope (wide & deep trains its linear part
+with FTRL and its deep part with Adagrad, each over its own variables).
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Any, Sequence
+
+import tensorflow as tf
+
+from elastimator.errors import ConfigError
+from elastimator.estimator.estimator import Estimator
+from elastimator.estimator.mode_keys import ModeKeys
+from elastimator.premade.classification import BinaryClassHead, MultiClassHead
+from elastimator.premade.features import check_features
+from elastimator.premade.head import Head
+from elastimator.premade.optimizers import get_optimizer_instance
+from elastimator.premade.regression import RegressionHead
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One variable scope of a canned model and the optimizer that trains it."""
+
+    scope: str
+    """Variable scope whose trainable variables this optimizer updates."""
+    optimizer: Any
+    """A name from `OPTIMIZERS`, a tf.compat.v1.train.Optimizer, or a callable returning one."""
+    learning_rate: float
+    """Learning rate when `optimizer` is a name."""
+
+
+def classification_head(n_classes: int, weight_column, label_vocabulary, loss_reduction) -> Head:
+    """Binary head for 2 classes, multi-class above; the canned classifiers' choice."""
+    if not isinstance(n_classes, int) or n_classes < 2:
+        raise ConfigError(f"n_classes must be an int >= 2; got {n_classes!r}.")
+    if n_classes == 2:
+        return BinaryClassHead(weight_column=weight_column, label_vocabulary=label_vocabulary,
+                               loss_reduction=loss_reduction)
+    return MultiClassHead(n_classes, weight_column=weight_column, label_vocabulary=label_vocabulary,
+                          loss_reduction=loss_reduction)
+
+
+def regression_head(label_dimension: int, weight_column, loss_reduction) -> Head:
+    return RegressionHead(label_dimension=label_dimension, weight_column=weight_column, loss_reduction=loss_reduction)
+
+
+class CannedEstimator(Estimator, abc.ABC):
+    """Base of the canned estimators: check features, compute logits, let the head do the rest."""
+
+    def __init__(self, head: Head, parts: Sequence[Part], *, model_dir=None, config=None, warm_start_from=None):
+        if not isinstance(head, Head):
+            raise ConfigError(f"{type(self).__name__}: head must be an elastimator Head; got {type(head).__name__}.")
+        self._head = head
+        self._parts = tuple(parts)
+        super().__init__(model_fn=self._canned_model_fn, model_dir=model_dir, config=config,
+                         warm_start_from=warm_start_from)
+
+    @property
+    def head(self) -> Head:
+        return self._head
+
+    @abc.abstractmethod
+    def _feature_columns(self) -> tuple:
+        """Every feature column the model reads (to check the features against)."""
+
+    @abc.abstractmethod
+    def _logits(self, features: dict, training: bool) -> tf.Tensor:
+        """[batch, head.logits_dimension] logits, variables created under the parts' scopes."""
+
+    def _canned_model_fn(self, features, labels, mode, config):
+        del config  # The engine reads the RunConfig itself.
+        features = check_features(features, self._feature_columns(), type(self).__name__)
+        logits = self._logits(features, training=mode == ModeKeys.TRAIN)
+        regularization = tf.compat.v1.losses.get_regularization_losses()
+        return self._head.create_estimator_spec(features, mode, logits, labels, train_op_fn=self._train_op,
+                                                regularization_losses=regularization or None)
+
+    def _train_op(self, loss: tf.Tensor) -> tf.Operation:
+        trainable = tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES
+        steps = []
+        for part in self._parts:
+            variables = tf.compat.v1.get_collection(trainable, scope=part.scope)
+            if variables:
+                optimizer = get_optimizer_instance(part.optimizer, part.learning_rate)
+                steps.append(optimizer.minimize(loss, var_list=variables))
+        if not steps:
+            raise ConfigError(f"{type(self).__name__}: the model has no trainable variables under "
+                              f"{[p.scope for p in self._parts]}.")
+        with tf.control_dependencies(steps):
+            return tf.compat.v1.assign_add(tf.compat.v1.train.get_global_step(), 1).op

@@ -1,0 +1,67 @@
+"""LinearClassifier / LinearRegressor: a (generalized) linear model over feature columns."""
+
+from __future__ import annotations
+
+import math
+
+import tensorflow as tf
+
+from elastimator.premade.canned import CannedEstimator, Part, classification_head, regression_head
+from elastimator.premade.features import check_columns, linear_logits
+
+LINEAR_SCOPE = "linear"
+
+
+def default_linear_learning_rate(columns) -> float:
+    """tf.estimator's FTRL default: 0.2, smaller for models with many columns."""
+    return min(0.2, 1.0 / math.sqrt(max(len(columns), 1)))
+
+
+class _Linear(CannedEstimator):
+    def __init__(self, head, feature_columns, *, optimizer, sparse_combiner, model_dir, config, warm_start_from):
+        self._columns = check_columns(feature_columns, "feature_columns")
+        self._sparse_combiner = sparse_combiner
+        part = Part(LINEAR_SCOPE, optimizer, default_linear_learning_rate(self._columns))
+        super().__init__(head, [part], model_dir=model_dir, config=config, warm_start_from=warm_start_from)
+
+    def _feature_columns(self):
+        return self._columns
+
+    def _logits(self, features, training):
+        with tf.compat.v1.variable_scope(LINEAR_SCOPE):
+            return linear_logits(features, self._columns, self.head.logits_dimension, self._sparse_combiner)
+
+
+class LinearClassifier(_Linear):
+    """A linear classifier (logistic regression for 2 classes, softmax above).
+
+    Args:
+        feature_columns: Any feature columns; categorical ones get one weight per bucket.
+        model_dir, config, warm_start_from: As for `Estimator`.
+        n_classes, weight_column, label_vocabulary, loss_reduction: As for `DNNClassifier`.
+        optimizer: 'Ftrl' (default; learning rate min(0.2, 1/sqrt(#columns))), another name, or an optimizer.
+        sparse_combiner: How a multivalent categorical feature's weights combine: 'sum' (default),
+            'mean' or 'sqrtn'.
+
+    Example:
+        >>> education = tf.feature_column.categorical_column_with_hash_bucket("education", 100)
+        >>> classifier = LinearClassifier([education, tf.feature_column.numeric_column("age")])
+    """
+
+    def __init__(self, feature_columns, model_dir=None, n_classes: int = 2, weight_column=None,
+                 label_vocabulary=None, optimizer="Ftrl", config=None, warm_start_from=None,
+                 loss_reduction="sum_over_batch_size", sparse_combiner: str = "sum"):
+        head = classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
+        super().__init__(head, feature_columns, optimizer=optimizer, sparse_combiner=sparse_combiner,
+                         model_dir=model_dir, config=config, warm_start_from=warm_start_from)
+
+
+class LinearRegressor(_Linear):
+    """A linear regressor; arguments as `LinearClassifier`, with `label_dimension` for the class arguments."""
+
+    def __init__(self, feature_columns, model_dir=None, label_dimension: int = 1, weight_column=None,
+                 optimizer="Ftrl", config=None, warm_start_from=None, loss_reduction="sum_over_batch_size",
+                 sparse_combiner: str = "sum"):
+        head = regression_head(label_dimension, weight_column, loss_reduction)
+        super().__init__(head, feature_columns, optimizer=optimizer, sparse_combiner=sparse_combiner,
+                         model_dir=model_dir, config=config, warm_start_from=warm_start_from)
