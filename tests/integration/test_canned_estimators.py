@@ -52,7 +52,8 @@ def test_iris_classifiers_reach_90_percent(iris, tmp_path, make):
 
 def test_baseline_classifier_learns_the_class_priors(iris, tmp_path):
     x_train, y_train, x_test, y_test, _ = iris
-    metrics = _fit(est.BaselineClassifier(n_classes=3, model_dir=str(tmp_path), config=SEEDED), x_train, y_train, x_test, y_test,
+    baseline = est.BaselineClassifier(n_classes=3, model_dir=str(tmp_path), config=SEEDED)
+    metrics = _fit(baseline, x_train, y_train, x_test, y_test,
                    steps=300)
     # The three iris classes are equally frequent: the best feature-blind model predicts 1/3 each.
     assert metrics["average_loss"] == pytest.approx(np.log(3), abs=0.01)
@@ -73,7 +74,8 @@ def test_breast_cancer_binary_classifiers_reach_auc_097(breast_cancer, tmp_path)
     x_train, y_train, x_test, y_test, columns = breast_cancer
     linear = _fit(est.LinearClassifier(columns, model_dir=str(tmp_path / "linear"), config=SEEDED),
                   x_train, y_train, x_test, y_test, steps=300)
-    dnn = _fit(est.DNNClassifier([32, 16], columns, dropout=0.2, batch_norm=True, model_dir=str(tmp_path / "dnn"), config=SEEDED),
+    dnn = _fit(est.DNNClassifier([32, 16], columns, dropout=0.2, batch_norm=True, model_dir=str(tmp_path / "dnn"),
+                                 config=SEEDED),
                x_train, y_train, x_test, y_test, steps=300)
     for metrics in (linear, dnn):
         assert metrics["auc"] >= 0.97, metrics
@@ -146,7 +148,8 @@ def test_deepfm_on_census_reaches_auc_088(tmp_path):
     numeric = [fc.numeric_column(c) for c in CENSUS_NUMERIC]
     model = est.DeepFMClassifier(linear_feature_columns=categorical + numeric,
                                  dnn_feature_columns=[fc.embedding_column(c, 8) for c in categorical] + numeric,
-                                 dnn_hidden_units=[64, 32], dnn_optimizer="Adam", model_dir=str(tmp_path), config=SEEDED)
+                                 dnn_hidden_units=[64, 32], dnn_optimizer="Adam", model_dir=str(tmp_path),
+                                 config=SEEDED)
     model.train(est.inputs.numpy_input_fn(train_x, train_y, batch_size=256, num_epochs=None, shuffle=True),
                 max_steps=1500)
     metrics = model.evaluate(est.inputs.numpy_input_fn(test_x, test_y, batch_size=1024, shuffle=False))

@@ -4,16 +4,22 @@ import elastimator
 import elastimator.experimental
 import elastimator.export
 import elastimator.inputs
+import elastimator.keras
+import elastimator.premade
 
 
 def test_every_public_name_imports():
-    for module in (elastimator, elastimator.experimental, elastimator.export, elastimator.inputs):
+    for module in (elastimator, elastimator.experimental, elastimator.export, elastimator.inputs, elastimator.premade,
+                   elastimator.keras):
         for name in module.__all__:
             assert getattr(module, name) is not None, f"{module.__name__}.{name}"
 
 
 def test_public_names_are_exactly_the_curated_list():
     assert sorted(elastimator.__all__) == sorted([
+        "BaselineClassifier", "BaselineRegressor", "BinaryClassHead", "DNNClassifier", "DNNLinearCombinedClassifier",
+        "DNNLinearCombinedRegressor", "DNNRegressor", "DeepFMClassifier", "Head", "HeadError", "LinearClassifier",
+        "LinearRegressor", "MultiClassHead", "MultiLabelHead", "RegressionHead", "premade",
         "AllOf", "AnyOf", "BestExporter", "CheckpointError", "ClusterError", "Column", "ConfError", "ConfigError",
         "ElasticReader", "ElastimatorError", "Estimator", "EstimatorSpec", "EvalPolicy", "EvalSpec",
         "EveryNSeconds", "EveryNSteps", "ExportError", "Exporter", "FileReader", "FinalExporter", "InputFnError",
@@ -25,8 +31,8 @@ def test_public_names_are_exactly_the_curated_list():
 
 
 def test_errors_share_one_base_and_keep_tf_estimator_builtin_types():
-    for name in ("CheckpointError", "ConfError", "ConfigError", "ExportError", "InputFnError", "ModelDirError",
-                 "ModelFnError", "ReaderError"):
+    for name in ("CheckpointError", "ConfError", "ConfigError", "ExportError", "HeadError", "InputFnError",
+                 "ModelDirError", "ModelFnError", "ReaderError"):
         cls = getattr(elastimator, name)
         assert issubclass(cls, elastimator.ElastimatorError) and issubclass(cls, ValueError)
     for name in ("NanLossError", "ClusterError"):

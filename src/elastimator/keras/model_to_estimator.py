@@ -102,12 +102,14 @@ def _losses(model, outputs: tuple[str, ...]) -> tuple[tuple[Callable, ...], tupl
     if isinstance(loss, Mapping):
         missing = [o for o in outputs if o not in loss]
         if missing:
-            raise ConfigError(f"model_to_estimator: compiled loss dict lacks output(s) {missing}; it has {sorted(loss)}.")
+            raise ConfigError(f"model_to_estimator: compiled loss dict lacks output(s) {missing}; "
+                              f"it has {sorted(loss)}.")
         loss = [loss[o] for o in outputs]
     elif not isinstance(loss, (list, tuple)):
         loss = [loss] * len(outputs)
     if len(loss) != len(outputs):
-        raise ConfigError(f"model_to_estimator: {len(loss)} compiled losses for {len(outputs)} outputs {list(outputs)}.")
+        raise ConfigError(f"model_to_estimator: {len(loss)} compiled losses for {len(outputs)} outputs "
+                          f"{list(outputs)}.")
     functions = tuple(keras.losses.get(item) for item in loss)
     raw_weights = getattr(model, "_compile_config", None) and model._compile_config.config.get("loss_weights")  # pylint: disable=protected-access
     if isinstance(raw_weights, Mapping):
@@ -152,8 +154,9 @@ def _rebuild(blueprint: _Blueprint):
             return blueprint.cls.from_config(dict(blueprint.config))
         except Exception as e:  # noqa: BLE001  # Any failure here means the config cannot rebuild the model.
             raise ConfigError(
-                f"model_to_estimator: {blueprint.cls.__name__}.from_config(model.get_config()) failed: {e}. A subclassed "
-                "model needs get_config() returning its constructor arguments; custom layers need custom_objects."
+                f"model_to_estimator: {blueprint.cls.__name__}.from_config(model.get_config()) failed: {e}. "
+                "A subclassed model needs get_config() returning its constructor arguments; custom layers need "
+                "custom_objects."
             ) from e
 
 

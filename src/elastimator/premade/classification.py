@@ -58,20 +58,22 @@ def _class_ids(labels: tf.Tensor, n_classes: int, vocabulary, head: str) -> tf.T
             tf.lookup.KeyValueTensorInitializer(list(vocabulary), tf.range(len(vocabulary), dtype=tf.int64)),
             default_value=-1, name="label_vocabulary")
         ids = table.lookup(labels)
-        check = tf.debugging.assert_non_negative(
+        known = tf.debugging.assert_non_negative(
             ids, message=f"{head}: a label is not in label_vocabulary {list(vocabulary)}")
-    else:
-        if vocabulary is not None:
-            raise HeadError(f"{head}: label_vocabulary was given, so labels must be strings; got {labels.dtype.name}.")
-        if not (labels.dtype.is_integer or labels.dtype.is_floating or labels.dtype == tf.bool):
-            raise HeadError(f"{head}: labels must be integer class ids; got dtype {labels.dtype.name}.")
-        ids = tf.cast(labels, tf.int64)
-        check = tf.debugging.assert_equal(
-            tf.cast(ids, labels.dtype) if labels.dtype != tf.bool else labels, labels,
-            message=f"{head}: labels must be whole class ids")
+        with tf.control_dependencies([known]):
+            return tf.identity(ids)  # Lookup ids are in [0, n_classes) by construction.
+    if vocabulary is not None:
+        raise HeadError(f"{head}: label_vocabulary was given, so labels must be strings; got {labels.dtype.name}.")
+    if not (labels.dtype.is_integer or labels.dtype.is_floating or labels.dtype == tf.bool):
+        raise HeadError(f"{head}: labels must be integer class ids; got dtype {labels.dtype.name}.")
+    ids = tf.cast(labels, tf.int64)
+    check = tf.debugging.assert_equal(
+        tf.cast(ids, labels.dtype) if labels.dtype != tf.bool else labels, labels,
+        message=f"{head}: labels must be whole class ids")
     in_range = tf.debugging.assert_less(
         ids, tf.constant(n_classes, tf.int64),
-        message=f"{head}: labels must be class ids in [0, {n_classes}) (n_classes={n_classes}); got a label >= n_classes")
+        message=f"{head}: labels must be class ids in [0, {n_classes}) (n_classes={n_classes}); "
+                "got a label >= n_classes")
     non_negative = tf.debugging.assert_non_negative(ids, message=f"{head}: labels must be >= 0")
     with tf.control_dependencies([check, in_range, non_negative]):
         return tf.identity(ids)

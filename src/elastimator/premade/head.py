@@ -144,7 +144,8 @@ class Head(abc.ABC):
         loss = self._training_loss(unweighted, weights, regularization_losses)
         if mode == ModeKeys.EVAL:
             metrics = self._metric_ops(labels, predictions, unweighted, weights)
-            metrics[MetricKeys.LOSS_MEAN] = tf.compat.v1.metrics.mean(unweighted, weights=_broadcast(weights, unweighted))
+            metrics[MetricKeys.LOSS_MEAN] = tf.compat.v1.metrics.mean(
+                unweighted, weights=_broadcast(weights, unweighted))
             if regularization_losses:
                 metrics[MetricKeys.LOSS_REGULARIZATION] = tf.compat.v1.metrics.mean(
                     tf.add_n(list(regularization_losses)))
