@@ -89,6 +89,19 @@ def _tiled(row: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
     return tf.tile(tf.expand_dims(row, 0), [tf.shape(logits)[0], 1])
 
 
+def _all_classes(n_classes: int, vocabulary, logits: tf.Tensor) -> dict[str, tf.Tensor]:
+    """The `all_class_ids` and `all_classes` predictions: every class's id and name, per example."""
+    return {P.ALL_CLASS_IDS: _tiled(tf.range(n_classes, dtype=tf.int64), logits),
+            P.ALL_CLASSES: _tiled(_class_names(n_classes, vocabulary), logits)}
+
+
+def _classification_outputs(predictions) -> dict:
+    """serving_default and classification (scores and names of every class), plus predict."""
+    classify = ClassificationOutput(scores=predictions[P.PROBABILITIES], classes=predictions[P.ALL_CLASSES])
+    return {SignatureKeys.SERVING_DEFAULT: classify, SignatureKeys.CLASSIFY: classify,
+            SignatureKeys.PREDICT: PredictOutput(predictions)}
+
+
 class _SingleLabelClassHead(Head):
     """What the binary and multi-class heads share: class ids, class names, classification signatures."""
 
@@ -102,12 +115,9 @@ class _SingleLabelClassHead(Head):
         return self._n_classes
 
     def _add_classes(self, predictions: dict, logits: tf.Tensor, class_ids: tf.Tensor) -> dict:
-        names = _class_names(self._n_classes, self._vocabulary)
-        all_ids = tf.range(self._n_classes, dtype=tf.int64)
         predictions[P.CLASS_IDS] = class_ids
-        predictions[P.CLASSES] = tf.gather(names, class_ids)
-        predictions[P.ALL_CLASS_IDS] = _tiled(all_ids, logits)
-        predictions[P.ALL_CLASSES] = _tiled(names, logits)
+        predictions[P.CLASSES] = tf.gather(_class_names(self._n_classes, self._vocabulary), class_ids)
+        predictions.update(_all_classes(self._n_classes, self._vocabulary, logits))
         return predictions
 
     def _labels(self, labels, logits):
@@ -115,9 +125,7 @@ class _SingleLabelClassHead(Head):
         return _class_ids(labels, self._n_classes, self._vocabulary, type(self).__name__)
 
     def export_outputs(self, predictions):
-        classify = ClassificationOutput(scores=predictions[P.PROBABILITIES], classes=predictions[P.ALL_CLASSES])
-        return {SignatureKeys.SERVING_DEFAULT: classify, SignatureKeys.CLASSIFY: classify,
-                SignatureKeys.PREDICT: PredictOutput(predictions)}
+        return _classification_outputs(predictions)
 
 
 class BinaryClassHead(_SingleLabelClassHead):
@@ -159,7 +167,6 @@ class BinaryClassHead(_SingleLabelClassHead):
         return tf.nn.sigmoid_cross_entropy_with_logits(labels=tf.cast(labels, logits.dtype), logits=logits)
 
     def _metric_ops(self, labels, predictions, unweighted_loss, weights):
-        weights = None if isinstance(weights, float) else weights
         labels_f = tf.cast(labels, tf.float32)
         logistic = predictions[P.LOGISTIC]
         label_mean = _metrics.mean(labels_f, weights=weights, name="label_mean")
@@ -224,7 +231,6 @@ class MultiClassHead(_SingleLabelClassHead):
         return tf.expand_dims(losses, -1)
 
     def _metric_ops(self, labels, predictions, unweighted_loss, weights):
-        weights = None if isinstance(weights, float) else weights
         return {MetricKeys.ACCURACY: _metrics.accuracy(labels, predictions[P.CLASS_IDS], weights=weights)}
 
 
@@ -269,10 +275,8 @@ class MultiLabelHead(Head):
         return self._n_classes
 
     def predictions(self, logits):
-        names = _class_names(self._n_classes, self._vocabulary)
         return {P.LOGITS: logits, P.PROBABILITIES: tf.sigmoid(logits),
-                P.ALL_CLASS_IDS: _tiled(tf.range(self._n_classes, dtype=tf.int64), logits),
-                P.ALL_CLASSES: _tiled(names, logits)}
+                **_all_classes(self._n_classes, self._vocabulary, logits)}
 
     def _labels(self, labels, logits):
         head = "MultiLabelHead"
@@ -301,7 +305,7 @@ class MultiLabelHead(Head):
         return tf.reduce_mean(losses, axis=-1, keepdims=True)
 
     def _metric_ops(self, labels, predictions, unweighted_loss, weights):
-        weights = None if isinstance(weights, float) else weights * tf.ones_like(predictions[P.PROBABILITIES])
+        weights = None if weights is None else weights * tf.ones_like(predictions[P.PROBABILITIES])
         probabilities = predictions[P.PROBABILITIES]
         metrics = {
             MetricKeys.AUC: _metrics.auc(labels, probabilities, weights=weights, name="auc"),
@@ -314,6 +318,4 @@ class MultiLabelHead(Head):
         return metrics
 
     def export_outputs(self, predictions):
-        classify = ClassificationOutput(scores=predictions[P.PROBABILITIES], classes=predictions[P.ALL_CLASSES])
-        return {SignatureKeys.SERVING_DEFAULT: classify, SignatureKeys.CLASSIFY: classify,
-                SignatureKeys.PREDICT: PredictOutput(predictions)}
+        return _classification_outputs(predictions)

@@ -77,7 +77,10 @@ class Head(abc.ABC):
 
     @abc.abstractmethod
     def _metric_ops(self, labels, predictions, unweighted_loss, weights) -> dict[str, tuple]:
-        """The head's eval metrics, (value, update_op) pairs keyed by `MetricKeys`."""
+        """The head's eval metrics, (value, update_op) pairs keyed by `MetricKeys`.
+
+        `weights` is the [batch, 1] weights tensor, or None when the head has no weight column.
+        """
 
     @abc.abstractmethod
     def export_outputs(self, predictions: Mapping[str, tf.Tensor]) -> dict:
@@ -143,7 +146,7 @@ class Head(abc.ABC):
         weights = self._weights(features, unweighted)
         loss = self._training_loss(unweighted, weights, regularization_losses)
         if mode == ModeKeys.EVAL:
-            metrics = self._metric_ops(labels, predictions, unweighted, weights)
+            metrics = self._metric_ops(labels, predictions, unweighted, None if isinstance(weights, float) else weights)
             metrics[MetricKeys.LOSS_MEAN] = tf.compat.v1.metrics.mean(
                 unweighted, weights=_broadcast(weights, unweighted))
             if regularization_losses:

@@ -64,7 +64,7 @@ class RegressionHead(Head):
         return tf.math.squared_difference(predictions, labels)
 
     def _metric_ops(self, labels, predictions, unweighted_loss, weights):
-        weights = None if isinstance(weights, float) else weights * tf.ones_like(labels)
+        weights = None if weights is None else weights * tf.ones_like(labels)
         return {
             MetricKeys.LABEL_MEAN: tf.compat.v1.metrics.mean(labels, weights=weights, name="label_mean"),
             MetricKeys.PREDICTION_MEAN: tf.compat.v1.metrics.mean(
