@@ -144,7 +144,7 @@ def _is_keras_metric(value) -> bool:
     return all(callable(getattr(value, a, None)) for a in ("result", "update_state", "reset_state"))
 
 
-def _tf_variable(variable):
+def tf_variable(variable):
     """The tf.Variable behind a Keras 3 variable (Keras 2 variables are tf.Variables)."""
     inner = getattr(variable, "_value", None)
     return variable if inner is None else inner
@@ -156,7 +156,7 @@ def _keras_metric_ops(name: str, metric, graph: tf.Graph):
     Its variables move to the local-variables collection: like tf.compat.v1
     metrics they are reset per evaluation, never read from a checkpoint.
     """
-    variables = [_tf_variable(v) for v in metric.variables]
+    variables = [tf_variable(v) for v in metric.variables]
     handles = {v.op for v in variables}
     updates = [
         op for op in graph.get_operations()

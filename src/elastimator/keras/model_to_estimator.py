@@ -20,7 +20,7 @@ import tensorflow as tf
 from elastimator.errors import ConfigError, InputFnError
 from elastimator.estimator.estimator import Estimator
 from elastimator.estimator.mode_keys import ModeKeys
-from elastimator.estimator.spec import EstimatorSpec
+from elastimator.estimator.spec import EstimatorSpec, tf_variable
 from elastimator.export.outputs import PredictOutput
 from elastimator.keras.optimizers import optimizer_factory
 from elastimator.premade.optimizers import get_optimizer_instance
@@ -82,23 +82,22 @@ def _blueprint(model, custom_objects, metric_names_map, optimizer) -> _Blueprint
         raise ConfigError(f"model_to_estimator: model {model.name!r} is not compiled. Call "
                           "model.compile(optimizer=..., loss=...) first; the estimator trains with what compile set.")
     outputs = tuple(getattr(model, "output_names", None) or ("output",))
-    losses, weights = _losses(model, outputs)
+    compiled = model._compile_config.config if getattr(model, "_compile_config", None) else {}  # pylint: disable=protected-access
+    losses, weights = _losses(model.loss, compiled.get("loss_weights"), outputs)
     if optimizer is None:
         factory = optimizer_factory(model.optimizer)
     else:
         factory = lambda: get_optimizer_instance(optimizer, 0.001)  # noqa: E731
-    config_args = model._compile_config.config if getattr(model, "_compile_config", None) else {}  # pylint: disable=protected-access
     return _Blueprint(
         cls=type(model), config=model.get_config(), custom_objects=custom_objects,
         weights=tuple(model.get_weights()) if model.built else (),
         input_names=tuple(t.name for t in getattr(model, "inputs", None) or ()),
         output_names=outputs, losses=losses, loss_weights=weights,
-        metrics=tuple(config_args.get("metrics") or ()), optimizer=factory, metric_names_map=metric_names_map)
+        metrics=tuple(compiled.get("metrics") or ()), optimizer=factory, metric_names_map=metric_names_map)
 
 
-def _losses(model, outputs: tuple[str, ...]) -> tuple[tuple[Callable, ...], tuple[float, ...]]:
-    """The compiled loss per output, and its weight."""
-    loss = model.loss
+def _losses(loss, raw_weights, outputs: tuple[str, ...]) -> tuple[tuple[Callable, ...], tuple[float, ...]]:
+    """The compiled loss per output, and its weight (from compile's loss_weights)."""
     if isinstance(loss, Mapping):
         missing = [o for o in outputs if o not in loss]
         if missing:
@@ -111,7 +110,6 @@ def _losses(model, outputs: tuple[str, ...]) -> tuple[tuple[Callable, ...], tupl
         raise ConfigError(f"model_to_estimator: {len(loss)} compiled losses for {len(outputs)} outputs "
                           f"{list(outputs)}.")
     functions = tuple(keras.losses.get(item) for item in loss)
-    raw_weights = getattr(model, "_compile_config", None) and model._compile_config.config.get("loss_weights")  # pylint: disable=protected-access
     if isinstance(raw_weights, Mapping):
         weights = tuple(float(raw_weights.get(o, 1.0)) for o in outputs)
     elif raw_weights:
@@ -140,7 +138,7 @@ def _model_fn_for(blueprint: _Blueprint) -> Callable:
         if mode == ModeKeys.EVAL:
             metrics = _metric_ops(blueprint, targets, outputs)
             return EstimatorSpec(mode, predictions=predictions, loss=loss, eval_metric_ops=metrics, scaffold=scaffold)
-        variables = [_tf_variable(v) for v in model.trainable_weights]
+        variables = [tf_variable(v) for v in model.trainable_weights]
         train_op = blueprint.optimizer().minimize(loss, global_step=tf.compat.v1.train.get_global_step(),
                                                   var_list=variables)
         return EstimatorSpec(mode, predictions=predictions, loss=loss, train_op=train_op, scaffold=scaffold)
@@ -226,7 +224,7 @@ def _initial_weights_scaffold(model, blueprint: _Blueprint) -> tf.compat.v1.trai
     """A scaffold whose init_fn loads the Keras model's weights when there is no checkpoint to restore."""
     if not blueprint.weights:
         return None
-    variables = [_tf_variable(v) for v in model.weights]
+    variables = [tf_variable(v) for v in model.weights]
     shapes = [tuple(v.shape) for v in variables]
     expected = [w.shape for w in blueprint.weights]
     if shapes != expected:
@@ -242,11 +240,6 @@ def _initial_weights_scaffold(model, blueprint: _Blueprint) -> tf.compat.v1.trai
         session.run(assign, feed_dict=dict(zip(feeds, blueprint.weights)))
 
     return tf.compat.v1.train.Scaffold(init_fn=init_fn)
-
-
-def _tf_variable(variable):
-    """The tf.Variable behind a Keras 3 variable."""
-    return getattr(variable, "value", variable) if not isinstance(variable, tf.Variable) else variable
 
 
 def _as_list(outputs) -> list:
