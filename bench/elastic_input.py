@@ -34,10 +34,9 @@ from elastimator.data import DataSetInput, DataSetSpec, FileReader  # noqa: E402
 from elastimator.elastic.feed import ShardFeed, ShardReportHook  # noqa: E402
 from elastimator.elastic.service import ShardClient, ShardServer, ShardService  # noqa: E402
 from elastimator.elastic.shards import DatasetSpec  # noqa: E402
-from report import write_results  # noqa: E402
+from report import add_timed_run_arguments, rate_rows, write_results  # noqa: E402
 from timing import WindowTimer  # noqa: E402
 
-RESULTS = os.path.join(HERE, "results")
 TOKEN = "bench-token"
 
 
@@ -102,11 +101,7 @@ def run(path: str, kind: str, args) -> float:
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--batch-size", type=int, default=512)
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--warmup", type=int, default=30)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", default=RESULTS)
+    add_timed_run_arguments(parser)
     args = parser.parse_args(argv)
     rates: dict[str, list[float]] = {kind: [] for kind in INPUTS}
     with tempfile.TemporaryDirectory() as tmp:
@@ -126,7 +121,7 @@ def main(argv=None) -> dict:
         f"# Elastic input vs a plain FileReader\n\nDeepFM-like model on a Criteo-shaped file ({args.rows} "
         f"rows), batch {args.batch_size}, {args.steps} steps ({args.warmup} warm-up), median of {args.runs} "
         f"interleaved runs. Machine: {result['machine']}.\n\n| input | train examples/s | runs |\n|---|---|---|\n"
-        + "".join(f"| {k} | {median[k]:,.0f} | {', '.join(f'{v:,.0f}' for v in rates[k])} |\n" for k in rates)
+        + rate_rows(rates, median)
         + f"\n**Throughput cost of elastic input: {cost:.1%}** with the service in the training process "
         f"(chief, local job); **{remote_cost:.1%}** with the service in another process (workers).\n"
     )

@@ -23,11 +23,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tensorflow as tf  # noqa: E402
 
 import deepfm  # noqa: E402
-from report import write_results  # noqa: E402
+from report import add_timed_run_arguments, write_results  # noqa: E402
 from timing import WindowTimer  # noqa: E402
 import elastimator as est  # noqa: E402
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
 
 
@@ -53,11 +52,7 @@ def function_loop_run(batch_size: int, steps: int, warmup: int) -> float:
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch-size", type=int, default=512)
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--warmup", type=int, default=30)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--out", default=RESULTS)
+    add_timed_run_arguments(parser)
     args = parser.parse_args(argv)
 
     rates: dict[str, list[float]] = {"estimator": [], "tf_function": []}

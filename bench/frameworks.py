@@ -20,7 +20,9 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results")
+sys.path.insert(0, HERE)
+
+from report import add_timed_run_arguments  # noqa: E402
 TF215_VENV = os.path.join(HERE, ".venv-tf215")
 TF215_PACKAGES = ["tensorflow-cpu==2.15.1", "tensorflow-estimator==2.15.0"]
 METRICS = ("train_examples_per_sec", "eval_examples_per_sec", "predict_examples_per_sec", "time_to_first_step_secs",
@@ -92,14 +94,10 @@ def write(result: dict, out: str) -> None:
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch-size", type=int, default=512)
-    parser.add_argument("--steps", type=int, default=300)
-    parser.add_argument("--warmup", type=int, default=30)
+    add_timed_run_arguments(parser)
     parser.add_argument("--eval-batches", type=int, default=50)
-    parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--tf215-python", help="Python of an existing TF 2.15 + tensorflow-estimator environment")
     parser.add_argument("--skip-tf-estimator", action="store_true", help="leave out tf.estimator 2.15")
-    parser.add_argument("--out", default=RESULTS)
     args = parser.parse_args(argv)
     pythons = {"elastimator": sys.executable, "keras_fit": sys.executable, "tf_function": sys.executable}
     if not args.skip_tf_estimator:

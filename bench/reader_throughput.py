@@ -27,9 +27,8 @@ import tensorflow as tf  # noqa: E402
 
 import generate_data  # noqa: E402
 from elastimator.data import DataSetInput, DataSetSpec, FileReader  # noqa: E402
-from report import write_results  # noqa: E402
+from report import RESULTS, rate_rows, write_results  # noqa: E402
 
-RESULTS = os.path.join(ROOT, "bench", "results")
 
 
 def _drain(dataset) -> tuple[int, float]:
@@ -86,7 +85,7 @@ def main(argv=None) -> dict:
         f"# FileReader vs CsvDataset\n\n{result['data']}, batch {args.batch_size}, {args.runs} interleaved "
         f"runs after one warm-up each.\nMachine: {os.cpu_count()} CPUs, {platform.platform()}, "
         f"TF {tf.__version__}.\n\n| pipeline | median records/s | runs |\n|---|---|---|\n"
-        + "".join(f"| {k} | {median[k]:,.0f} | {', '.join(f'{v:,.0f}' for v in rates[k])} |\n" for k in rates)
+        + rate_rows(rates, median)
         + f"\n**Ratio FileReader / CsvDataset: {result['ratio_file_reader_over_csv_dataset']:.3f}**\n"
     )
     write_results(args.out, "reader_throughput", result, markdown)

@@ -2,8 +2,26 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+"""Where results are committed: bench/results/."""
+
+
+def add_timed_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags every side-by-side training benchmark takes: batch, steps, warm-up, runs, output folder."""
+    parser.add_argument("--batch-size", type=int, default=512)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--out", default=RESULTS)
+
+
+def rate_rows(rates: dict[str, list[float]], median: dict[str, float]) -> str:
+    """Markdown rows `| name | median | run, run, ... |`, rates formatted with thousands separators."""
+    return "".join(f"| {k} | {median[k]:,.0f} | {', '.join(f'{v:,.0f}' for v in rates[k])} |\n" for k in rates)
 
 
 def write_results(out: str, name: str, result: dict, markdown: str) -> None:

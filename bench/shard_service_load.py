@@ -18,9 +18,8 @@ import time
 
 from elastimator.elastic.service import ShardClient, ShardServer, ShardService
 from elastimator.elastic.shards import DatasetSpec, Finished, Wait
-from report import write_results
+from report import RESULTS, write_results
 
-RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 TOKEN = "load-test-token"
 
 
