@@ -90,3 +90,17 @@ def test_pandas_input_trains_an_estimator(tmp_path, iris):
     estimator.train(est.inputs.pandas_input_fn(frame, pd.Series(y), num_epochs=None, shuffle=True), steps=150)
     metrics = estimator.evaluate(est.inputs.pandas_input_fn(frame, pd.Series(y), shuffle=False))
     assert metrics["accuracy"] > 0.85
+
+
+def test_numpy_input_fn_shuffle_follows_the_graph_seed():
+    input_fn = est.inputs.numpy_input_fn({"x": np.arange(100)}, batch_size=10, num_epochs=1, shuffle=True)
+
+    def first_batch(seed):
+        with tf.Graph().as_default() as graph:
+            graph.seed = seed
+            batch = tf.compat.v1.data.make_one_shot_iterator(input_fn()).get_next()
+            with tf.compat.v1.Session() as session:
+                return session.run(batch)["x"].tolist()
+
+    assert first_batch(7) == first_batch(7)
+    assert first_batch(7) != first_batch(8)

@@ -61,7 +61,8 @@ def numpy_input_fn(
         y: Labels: an array, a dict of arrays, or None.
         batch_size: Examples per batch; the last batch may be smaller.
         num_epochs: Passes over the data; None repeats forever.
-        shuffle: Whether to shuffle each epoch. Must be given explicitly.
+        shuffle: Whether to shuffle each epoch. Must be given explicitly. The order follows the graph seed
+            (RunConfig.tf_random_seed) when one is set, so seeded runs repeat exactly.
         queue_capacity: Batches buffered ahead of the model (prefetch).
         num_threads: Accepted for compatibility; batches are produced in order by one thread.
 
@@ -87,8 +88,12 @@ def numpy_input_fn(
     signature = _signature(features) if labels is None else (_signature(features), _signature(labels))
 
     def input_fn() -> tf.data.Dataset:
+        # RunConfig(tf_random_seed=...) seeds the graph; the shuffle order follows it, as tf.estimator's
+        # seeded shuffle queues did, so a seeded run sees the same batches every time.
+        seed = tf.compat.v1.get_default_graph().seed
+
         def batches():
-            rng = np.random.default_rng()
+            rng = np.random.default_rng(seed)
             epoch = 0
             while num_epochs is None or epoch < num_epochs:
                 order = rng.permutation(n) if shuffle else np.arange(n)
