@@ -2,12 +2,16 @@
 
 import json
 import os
+import threading
 
 import pytest
 
+from elastimator.data import Column, DataSetInput, DataSetSpec, FileReader
+from elastimator.elastic.feed import ShardFeed
 from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.service import ShardClient, ShardServer, ShardService
-from elastimator.elastic.shards import Assigned, DatasetSpec, ShardServiceError, Wait
+from elastimator.elastic.shards import Assigned, DatasetSpec, ShardBook, ShardServiceError, Wait
+from elastimator.estimator.calls import CONSUMED_KEY
 
 pytestmark = pytest.mark.integration
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -84,6 +88,76 @@ def test_silent_workers_are_reaped_and_their_shards_return():
     assert service.reap() == ["w0"]
     rest = service.handle("request", {"dataset": "train", "worker": "w1"})
     assert (rest["start"], rest["end"]) == (3, 8)
+
+
+def test_reports_wait_while_the_chief_saves(server):
+    """Between seal and commit, other workers' reports are held, so none trains a batch the seal misses."""
+    server.service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 4}})
+    chief = ShardClient.in_process(server.service, "chief-0")
+    worker = ShardClient(server.address, TOKEN, worker="worker-0")
+    shard = worker.request("train")
+    seal = chief.seal(checkpoint_step=10)
+    reporting = threading.Thread(target=worker.report, args=("train", shard.shard_id, 2),
+                                 kwargs={"lease": shard.lease, "offset": shard.start})
+    reporting.start()
+    reporting.join(timeout=0.5)
+    assert reporting.is_alive() and chief.status("train")["trained_records"] == 0
+    own = chief.request("train")
+    chief.report("train", own.shard_id, 1)  # the chief's own reports are not held by its seal
+    chief.commit(seal, checkpoint_step=10)
+    reporting.join(timeout=5)
+    assert not reporting.is_alive() and chief.status("train")["trained_records"] == 3
+
+
+def test_a_seal_never_committed_stops_holding_reports_after_its_timeout():
+    now = [0.0]
+    service = ShardService(TOKEN, clock=lambda: now[0], seal_timeout_secs=10)
+    service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 8}})
+    shard = service.handle("request", {"dataset": "train", "worker": "w0"})
+    report = {"dataset": "train", "worker": "w0", "shard_id": shard["shard_id"], "consumed": 2}
+    service.handle("seal", {"worker": "chief-0", "checkpoint_step": 5})  # and then the chief dies
+    assert service.handle("report", report)["sealing"]
+    now[0] = 11.0
+    assert "sealing" not in service.handle("report", report)
+    assert service.book.status("train")["trained_records"] == 2
+
+
+def test_workers_hear_of_a_rewind_before_the_chief_restores(server):
+    server.service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 4}})
+    chief = ShardClient.in_process(server.service, "chief-0")
+    workers = [ShardClient(server.address, TOKEN, worker=f"worker-{i}") for i in range(2)]
+    chief.commit(chief.seal(checkpoint_step=0), checkpoint_step=0)
+    leases = [w.request("train").lease for w in workers]
+    assert all(ShardBook.is_current(lease, w.lease_floor) for lease, w in zip(leases, workers))
+    chief.restore(0)
+    assert chief.unheard(["worker-0", "worker-1"]) == ["worker-0", "worker-1"]
+    workers[0].heartbeat()
+    assert chief.unheard(["worker-0", "worker-1"]) == ["worker-1"]
+    assert not ShardBook.is_current(leases[0], workers[0].lease_floor)  # its held batches are now stale
+    assert ShardBook.is_current(leases[1], workers[1].lease_floor)  # not yet told
+
+
+def test_the_input_drops_batches_of_a_lease_taken_back_while_they_waited(server, tmp_path):
+    data = tmp_path / "ids.csv"
+    data.write_text("".join(f"{i},0\n" for i in range(40)))
+    columns = (Column.create("id", "int"), Column.create("label", "int", is_label=True))
+    spec = DataSetSpec(reader=FileReader(str(data)), columns=columns, batch_size=5)
+    chief = ShardClient.in_process(server.service, "chief-0")
+    worker = ShardClient(server.address, TOKEN, worker="worker-0")
+    feed = ShardFeed(worker, DatasetSpec(name="train", size=40, shard_size=20)).start()
+    chief.commit(chief.seal(checkpoint_step=0), checkpoint_step=0)
+    batches = iter(DataSetInput(spec, feed=feed)())
+    first = next(batches)[0][CONSUMED_KEY].numpy()  # the rest of its shard now waits in the prefetch buffer
+    chief.restore(0)
+    worker.heartbeat()
+    rest = []
+    for features, _ in batches:  # trained, then reported, as ShardReportHook does
+        rest.append(features[CONSUMED_KEY].numpy())
+        feed.report(*(int(v) for v in rest[-1]))
+    feed.stop()
+    assert all(tag[1] != first[1] and ShardBook.is_current(tag[1], worker.lease_floor) for tag in rest)
+    trained = sorted(int(tag[2]) + i for tag in rest for i in range(tag[3]))
+    assert trained == list(range(40))  # the rewound shard comes back whole, under a new lease
 
 
 @pytest.mark.slow

@@ -96,6 +96,22 @@ def test_a_report_from_before_a_rewind_cannot_inflate_progress():
     assert book.status("train")["trained_records"] == 10
 
 
+def test_a_rewind_raises_the_lease_floor_past_every_earlier_lease():
+    book = _book(size=20, shard_size=5)
+    book.commit(book.seal(), checkpoint_step=0)
+    before = [book.request("train", w) for w in ("a", "b")]
+    assert all(ShardBook.is_current(d.lease, book.lease_floor) for d in before)
+    book.restore(0)
+    after = book.request("train", "a")
+    assert not any(ShardBook.is_current(d.lease, book.lease_floor) for d in before)
+    assert ShardBook.is_current(after.lease, book.lease_floor)
+    # A lease of another incarnation (a service that died) is never current, whatever its number.
+    other = ShardBook(incarnation=7)
+    assert not ShardBook.is_current(after.lease, other.lease_floor)
+    # The lease counter survives a seal: a book restored elsewhere hands out no lease twice.
+    assert ShardBook.from_dict(json.loads(json.dumps(book.to_dict()))).request("train", "c").lease > after.lease
+
+
 def test_restore_rewinds_data_to_the_checkpoint():
     book, counts = _book(size=12, shard_size=4), {}
     a = book.request("train", "a")

@@ -185,7 +185,11 @@ class DataSetInput:
         if self.feed is not None:
             # Deterministic, so each shard's batches reach the step (and the service) in order.
             tagged = self._elastic_batches().map(_tagged(parser), num_parallel_calls=tf.data.AUTOTUNE)
-            return tagged.prefetch(tf.data.AUTOTUNE)
+            # Last, and with no prefetch injected after it, so it runs as the step takes the batch: one the
+            # service took back while it waited is dropped.
+            options = tf.data.Options()
+            options.experimental_optimization.inject_prefetch = False
+            return tagged.prefetch(tf.data.AUTOTUNE).filter(_still_leased(self.feed)).with_options(options)
         if isinstance(spec.reader, FileReader):
             batches = self._file_batches(spec.reader)
         else:
@@ -303,6 +307,21 @@ def _tagged(parser: RecordParser):
         return (features, labels) if labels is not None else features
 
     return parse
+
+
+def _still_leased(feed):
+    """A filter keeping the batches whose shard lease the service has not taken back."""
+    from elastimator.estimator.calls import CONSUMED_KEY
+
+    def current(tag):
+        return feed.is_current(int(tag[1]))
+
+    def keep(features, labels=None):
+        kept = tf.py_function(current, [features[CONSUMED_KEY]], tf.bool, name="still_leased")
+        kept.set_shape([])
+        return kept
+
+    return keep
 
 
 def serving_input_receiver_fn(columns) -> Callable:

@@ -4,9 +4,11 @@
   `ElasticReader` in batches, and tags each batch with (shard id, records).
 * `ShardReportHook` reports a batch's records only after the step that trained
   them has run, so a process that dies loses at most its in-flight batch.
+* `ShardFeed.is_current` tells, right before a batch is trained, whether the
+  service has since taken its lease back (a rewind); such batches are dropped.
 * `ShardSealListener` (chief) seals the book right before each checkpoint save
-  and commits it right after; `ShardRestoreHook` (chief) rewinds the book when
-  the session is re-created from a checkpoint (e.g. after a ps failure).
+  and commits it right after; `ShardRestoreHook` (chief) rewinds the book to the
+  checkpoint a session restores, and waits for the workers to hear of it.
 
 This module is the only reader of ELASTIMATOR_SHARD_SERVICE / ELASTIMATOR_JOB_TOKEN.
 """
@@ -18,14 +20,14 @@ import logging
 import os
 import threading
 import time
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from elastimator.data import reader as readers
 from elastimator.elastic.service import ShardClient
-from elastimator.elastic.shards import Assigned, DatasetSpec, Finished, ShardServiceError
+from elastimator.elastic.shards import Assigned, DatasetSpec, Finished, ShardBook, ShardServiceError
 from elastimator.errors import ReaderError
 from elastimator.estimator import checkpoints
 from elastimator.estimator.calls import CONSUMED_COLLECTION
@@ -143,16 +145,19 @@ class ShardFeed:
                 continue
             waited_since = None
             for start in range(decision.start, decision.end, batch_size):
-                if self._is_abandoned(decision.lease):
+                if not self.is_current(decision.lease):
                     break
                 end = min(decision.end, start + batch_size)
                 yield (np.arange(start + 1, end + 1, dtype=np.int64),
                        np.asarray(reader.read_lines(start, end), dtype=object),
                        np.asarray([decision.shard_id, decision.lease, start, end - start], dtype=np.int64))
 
-    def _is_abandoned(self, lease: int) -> bool:
+    def is_current(self, lease: int) -> bool:
+        """False for a lease the service took back: refused in a report, or older than its lease floor."""
+        floor = self.client.lease_floor
         with self._lock:
-            return lease in self._abandoned
+            abandoned = lease in self._abandoned
+        return not abandoned and (floor is None or ShardBook.is_current(lease, floor))
 
     def report(self, shard_id: int, lease: int, offset: int, records: int) -> None:
         """Reports trained records; a hand-out the service took back (after a rewind) is dropped."""
@@ -209,8 +214,14 @@ class ShardSealListener(tf.compat.v1.train.CheckpointSaverListener):
 
 
 class ShardRestoreHook(tf.compat.v1.train.SessionRunHook):
-    """Chief: lets the service hand out shards once the model is restored, and rewinds the shard book to
-    seal N whenever the session is re-created from checkpoint N.
+    """Chief: rewinds the shard book to seal N whenever a session restores checkpoint N, and lets the
+    service hand out shards once the model is back.
+
+    Before the first session restores the model, the book is rewound and the hook
+    waits (up to `wait_secs`) until each of `workers` has heard of it: a worker
+    that kept training against the parameter servers then drops the batches of
+    taken-back leases instead of training them into the restored model. A session
+    re-created later (after a ps failure) is rewound as soon as it exists.
 
     N is the step in the restored checkpoint's file name, the step its seal was
     committed under (the global step variable inside may be a little ahead,
@@ -221,19 +232,42 @@ class ShardRestoreHook(tf.compat.v1.train.SessionRunHook):
     # book must already be back at the restored checkpoint when that happens.
     runs_first = True
 
-    def __init__(self, client: ShardClient, model_dir: str):
+    def __init__(self, client: ShardClient, model_dir: str, workers: Sequence[str] = (), wait_secs: float = 30.0):
         self._client = client
         self._model_dir = model_dir
+        self._workers = list(workers)
+        self._wait_secs = wait_secs
         self._created = 0
+
+    def begin(self):
+        if self._rewind("before restoring") and self._workers:
+            self._await_workers()
 
     def after_create_session(self, session, coord):
         self._created += 1
-        latest = checkpoints.latest_checkpoint(self._model_dir)
-        if latest is not None:
-            step = checkpoints.step_of_path(latest)
-            try:
-                self._client.restore(step)
-                logger.info("Shard book at the seal of checkpoint step %d (session %d).", step, self._created)
-            except ShardServiceError as e:
-                logger.warning("Could not rewind the shard book to step %d: %s", step, e)
+        if self._created > 1:
+            self._rewind(f"session {self._created}")
         self._client.open()
+
+    def _rewind(self, when: str) -> bool:
+        latest = checkpoints.latest_checkpoint(self._model_dir)
+        if latest is None:
+            return False
+        step = checkpoints.step_of_path(latest)
+        try:
+            self._client.restore(step)
+        except ShardServiceError as e:
+            logger.warning("Could not rewind the shard book to step %d: %s", step, e)
+            return False
+        logger.info("Shard book at the seal of checkpoint step %d (%s).", step, when)
+        return True
+
+    def _await_workers(self) -> None:
+        deadline = time.monotonic() + self._wait_secs
+        while unheard := self._client.unheard(self._workers):
+            if time.monotonic() >= deadline:
+                logger.warning("%s did not call the shard service within %.0fs of the rewind; restoring the model "
+                               "anyway (a worker still alive may train a batch the rewind gave back).",
+                               ", ".join(unheard), self._wait_secs)
+                return
+            time.sleep(0.05)

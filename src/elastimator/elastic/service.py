@@ -6,6 +6,18 @@ UNAUTHENTICATED. By default the server listens on 127.0.0.1 only.
 
 Workers also heartbeat; a worker silent for `worker_timeout_secs` is treated as
 failed and its shards go back (from what it reported) to the queue.
+
+Between a seal and its commit (while the chief saves a checkpoint) reports from
+other workers are answered "sealing" and the client asks again. A worker held
+in its report cannot start another step, so the checkpoint holds at most one
+batch per worker that its seal does not know of: the bound on what a rewind to
+that checkpoint replays.
+
+Every reply to a worker carries the book's lease floor, so a worker learns of a
+rewind on its next call (a heartbeat at the latest) and drops the batches of
+taken-back leases it still holds. Before the chief puts the model back to a
+checkpoint it waits until every worker has heard the floor of that rewind
+(`unheard`), so no stale batch is trained into the restored model.
 """
 
 from __future__ import annotations
@@ -46,10 +58,12 @@ class ShardService:
         seal_store: Where committed seals are persisted (None keeps them in memory).
         worker_timeout_secs: Silence after which a worker counts as failed.
         clock: Seconds, monotonic; injectable for tests.
+        seal_timeout_secs: The longest reports wait for a seal's commit (a chief that died mid-save never commits).
     """
 
     def __init__(self, token: str, seal_store: SealStore | None = None, worker_timeout_secs: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic, book: ShardBook | None = None):
+                 clock: Callable[[], float] = time.monotonic, book: ShardBook | None = None,
+                 seal_timeout_secs: float = 30.0):
         if not token:
             raise ShardServiceError("the shard service needs a non-empty job token.")
         self.token = token
@@ -57,9 +71,15 @@ class ShardService:
         self.seals = seal_store
         self.worker_timeout_secs = worker_timeout_secs
         self._clock = clock
+        self.seal_timeout_secs = seal_timeout_secs
         self._lock = threading.Lock()
+        self._sealer: str | None = None
+        """The worker (the chief) between seal and commit; reports of others wait until it commits."""
+        self._sealed_at = 0.0
         self._last_seen: dict[str, float] = {}
         self._told_finished: set[str] = set()
+        self._heard: set[str] = set()
+        """Workers that have been told the lease floor since the last rewind."""
         self._open = True
 
     def resume(self, checkpoint_step: int | None) -> bool:
@@ -73,6 +93,7 @@ class ShardService:
         state = self.seals.read(checkpoint_step)
         with self._lock:
             self.book.restore(checkpoint_step, committed=state)
+            self._heard.clear()
             # Workers that kept training against the parameter servers must not get new shards until the
             # chief has put the model back to this checkpoint: what they trained before that is wiped.
             self._open = False
@@ -90,9 +111,26 @@ class ShardService:
             raise ShardServiceError(f"unknown method {method!r}; expected one of {list(METHODS)}.")
         worker = request.get("worker")
         with self._lock:
+            if method == "report" and self._sealing(worker):
+                reply = {"sealing": True}
+            else:
+                reply = handler(request)
             if worker is not None:
                 self._last_seen[worker] = self._clock()
-            return handler(request)
+                self._heard.add(worker)
+                reply["lease_floor"] = self.book.lease_floor
+            return reply
+
+    def _sealing(self, worker: str | None) -> bool:
+        """Whether a seal by another worker is waiting for its commit (one past the timeout is dropped)."""
+        if self._sealer in (None, worker):
+            return False
+        if self._clock() - self._sealed_at > self.seal_timeout_secs:
+            logger.warning("%s sealed the shard book but did not commit within %.0fs; taking reports again.",
+                           self._sealer, self.seal_timeout_secs)
+            self._sealer = None
+            return False
+        return True
 
     def unfinished_workers(self) -> list[str]:
         """Live workers that have not yet been told their data set is finished."""
@@ -154,6 +192,8 @@ class ShardService:
 
     def _seal(self, request):
         seal_id = self.book.seal()
+        self._sealer = request.get("worker") or ""
+        self._sealed_at = self._clock()
         step = request.get("checkpoint_step")
         if step is not None and self.seals is not None and not self.book.is_committed(_field(request,
                                                                                             "checkpoint_step", int)):
@@ -163,7 +203,10 @@ class ShardService:
     def _commit(self, request):
         step = _field(request, "checkpoint_step", int)
         new = not self.book.is_committed(step)
-        state = self.book.commit(_field(request, "seal_id", int), step)
+        try:
+            state = self.book.commit(_field(request, "seal_id", int), step)
+        finally:
+            self._sealer = None
         if new and self.seals is not None:
             self.seals.write(step, state)
         return {}
@@ -172,14 +215,22 @@ class ShardService:
         step = _field(request, "checkpoint_step", int)
         state = self.seals.read(step) if self.seals is not None else None
         self.book.restore(step, committed=state)
+        self._sealer = None
+        self._heard.clear()
         return {}
+
+    def _unheard(self, request):
+        workers = request.get("workers")
+        if not isinstance(workers, list) or not all(isinstance(w, str) for w in workers):
+            raise ShardServiceError(f"field 'workers' must be a list of worker names; got {workers!r}.")
+        return {"unheard": [w for w in workers if w not in self._heard]}
 
     def _status(self, request):
         return self.book.status(_field(request, "dataset", str))
 
 
 METHODS = ("add_dataset", "request", "report", "heartbeat", "fail_worker", "seal", "commit", "restore", "status",
-           "open")
+           "open", "unheard")
 
 
 def _field(request: dict, name: str, kind: type):
@@ -276,7 +327,11 @@ class _GrpcTransport:
         self._timeout = timeout_secs
         self._retry_secs = retry_secs
         self._metadata = ((TOKEN_HEADER, token),)
-        self._channel = grpc.insecure_channel(address)
+        # Reconnect quickly when the service comes back with a restarted chief (gRPC's default backoff grows
+        # to minutes): a worker must hear of the rewind before the chief restores the model.
+        self._channel = grpc.insecure_channel(address, options=[
+            ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.min_reconnect_backoff_ms", 200),
+            ("grpc.max_reconnect_backoff_ms", 1000)])
         self._calls = {m: self._channel.unary_unary(f"/{SERVICE}/{m}") for m in METHODS}
 
     def __call__(self, method: str, request: dict) -> dict:
@@ -321,6 +376,8 @@ class ShardClient:
     def __init__(self, address: str, token: str, worker: str, timeout_secs: float = 30.0,
                  retry_secs: float = 120.0):
         self.worker = worker
+        self.lease_floor: int | None = None
+        """The lease floor of the service's latest reply (None before the first)."""
         self._transport: _GrpcTransport | _InProcessTransport = _GrpcTransport(address, token, timeout_secs,
                                                                                retry_secs)
 
@@ -329,12 +386,15 @@ class ShardClient:
         """A client of a service in this process: the same calls, without gRPC's per-call cost."""
         client = cls.__new__(cls)
         client.worker = worker
+        client.lease_floor = None
         client._transport = _InProcessTransport(service)
         return client
 
     def call(self, method: str, **request: Any) -> dict:
         request.setdefault("worker", self.worker)
-        return self._transport(method, request)
+        reply = self._transport(method, request)
+        self.lease_floor = reply.get("lease_floor", self.lease_floor)
+        return reply
 
     def add_dataset(self, spec: DatasetSpec) -> None:
         self.call("add_dataset", dataset=dataclasses.asdict(spec))
@@ -346,8 +406,11 @@ class ShardClient:
         return Wait() if reply["decision"] == "wait" else Finished()
 
     def report(self, dataset: str, shard_id: int, consumed: int, lease: int | None = None,
-               offset: int | None = None) -> None:
-        self.call("report", dataset=dataset, shard_id=shard_id, consumed=consumed, lease=lease, offset=offset)
+               offset: int | None = None, poll_secs: float = 0.01) -> None:
+        """Reports trained records; while the chief saves a checkpoint, waits for it (see the module doc)."""
+        while self.call("report", dataset=dataset, shard_id=shard_id, consumed=consumed, lease=lease,
+                        offset=offset).get("sealing"):
+            time.sleep(poll_secs)
 
     def heartbeat(self) -> None:
         self.call("heartbeat")
@@ -370,6 +433,10 @@ class ShardClient:
 
     def status(self, dataset: str) -> dict:
         return self.call("status", dataset=dataset)
+
+    def unheard(self, workers: list[str]) -> list[str]:
+        """Those of `workers` that have not called the service since its last rewind."""
+        return self.call("unheard", workers=list(workers))["unheard"]
 
     def close(self) -> None:
         self._transport.close()

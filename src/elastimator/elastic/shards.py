@@ -14,6 +14,10 @@ Sealing ties data progress to checkpoints: `seal()` snapshots progress right
 before checkpoint N is written, `commit(seal_id, N)` keeps it once the save
 succeeded, and `restore(N)` rewinds to it — records trained after checkpoint N
 go back to TODO together with the model state that forgot them.
+
+Every hand-out gets a lease, a number that never repeats. A rewind raises the
+book's `lease_floor` past every lease handed out so far: a worker that learns the
+new floor drops the batches it still holds of older leases before training them.
 """
 
 from __future__ import annotations
@@ -100,7 +104,6 @@ class _Dataset:
     done: list[Shard]
     epoch: int
     next_id: int
-    next_lease: int = 1
 
 
 class ShardBook:
@@ -116,6 +119,8 @@ class ShardBook:
         if not 0 <= incarnation < 2**31:
             raise ShardServiceError(f"incarnation must be in [0, 2**31); got {incarnation}.")
         self._incarnation = incarnation
+        self._next_lease = 1
+        self._floor = 1
         self._datasets: dict[str, _Dataset] = {}
         self._seals: dict[int, dict] = {}
         self._committed: dict[int, dict] = {}
@@ -165,13 +170,26 @@ class ShardBook:
         if dataset.todo:
             shard = dataset.todo.pop(0)
             shard.owner = worker
-            shard.lease = (self._incarnation << 32) | dataset.next_lease
-            dataset.next_lease += 1
+            shard.lease = self._lease(self._next_lease)
+            self._next_lease += 1
             dataset.doing[shard.id] = shard
             if not dataset.todo:
                 self._open_next_epoch(dataset)
             return Assigned(shard.id, shard.epoch, shard.start + shard.consumed, shard.end, shard.lease)
         return Wait() if dataset.doing else Finished()
+
+    def _lease(self, number: int) -> int:
+        return (self._incarnation << 32) | number
+
+    @property
+    def lease_floor(self) -> int:
+        """The oldest lease still honoured: leases below it, or of another incarnation, were taken back."""
+        return self._lease(self._floor)
+
+    @staticmethod
+    def is_current(lease: int, floor: int) -> bool:
+        """Whether `lease` survives the rewinds that `floor` (a book's lease_floor) stands for."""
+        return lease >> 32 == floor >> 32 and lease >= floor
 
     def report(self, name: str, worker: str, shard_id: int, consumed: int, lease: int | None = None,
                offset: int | None = None) -> None:
@@ -271,12 +289,13 @@ class ShardBook:
             raise ShardServiceError(
                 f"no committed seal for checkpoint step {checkpoint_step}; have {sorted(self._committed)}.")
         restored = ShardBook.from_dict(state)
+        # Ids and leases never repeat: a report from before the rewind must not match a new hand-out.
+        self._next_lease = max(self._next_lease, restored._next_lease)
+        self._floor = self._next_lease
         for name, dataset in restored._datasets.items():
-            # Ids and leases never repeat: a report from before the rewind must not match a new hand-out.
             current = self._datasets.get(name)
             if current is not None:
                 dataset.next_id = max(dataset.next_id, current.next_id)
-                dataset.next_lease = max(dataset.next_lease, current.next_lease)
             for shard in sorted(dataset.doing.values(), key=lambda s: -s.id):
                 del dataset.doing[shard.id]
                 ShardBook._give_back(dataset, shard)
@@ -310,10 +329,10 @@ class ShardBook:
                     "done": [dataclasses.asdict(s) for s in d.done],
                     "epoch": d.epoch,
                     "next_id": d.next_id,
-                    "next_lease": d.next_lease,
                 }
                 for name, d in self._datasets.items()
             },
+            "next_lease": self._next_lease,
             "next_seal": self._next_seal,
         }
 
@@ -331,7 +350,8 @@ class ShardBook:
                 book._datasets[name] = _Dataset(
                     spec=DatasetSpec(**d["spec"]), todo=[Shard(**s) for s in d["todo"]],
                     doing={s.id: s for s in doing}, done=[Shard(**s) for s in d["done"]],
-                    epoch=int(d["epoch"]), next_id=int(d["next_id"]), next_lease=int(d["next_lease"]))
+                    epoch=int(d["epoch"]), next_id=int(d["next_id"]))
+            book._next_lease = int(state["next_lease"])
             book._next_seal = int(state["next_seal"])
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ShardServiceError(f"shard state is malformed ({type(e).__name__}: {e}).") from None
