@@ -30,6 +30,7 @@ from elastimator.errors import (
 )
 from elastimator.estimator.estimator import Estimator
 from elastimator.estimator.mode_keys import ModeKeys
+from elastimator.estimator.predictor import Predictor
 from elastimator.estimator.run_config import RunConfig, TaskType
 from elastimator.estimator.spec import EstimatorSpec
 from elastimator.estimator.warm_start import VocabInfo, WarmStartSettings
@@ -117,6 +118,7 @@ __all__ = [
     "MultiClassHead",
     "MultiLabelHead",
     "NanLossError",
+    "Predictor",
     "ReaderError",
     "RegressionHead",
     "ResetMetricsHook",

@@ -126,15 +126,18 @@ def test_workers_hear_of_a_rewind_before_the_chief_restores(server):
     server.service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 4}})
     chief = ShardClient.in_process(server.service, "chief-0")
     workers = [ShardClient(server.address, TOKEN, worker=f"worker-{i}") for i in range(2)]
-    chief.commit(chief.seal(checkpoint_step=0), checkpoint_step=0)
     leases = [w.request("train").lease for w in workers]
     assert all(ShardBook.is_current(lease, w.lease_floor) for lease, w in zip(leases, workers))
-    chief.restore(0)
-    assert chief.unheard(["worker-0", "worker-1"]) == ["worker-0", "worker-1"]
+    idle = ShardClient(server.address, TOKEN, worker="worker-2")
+    idle.heartbeat()  # alive, but holds no shard: it has nothing stale to drop
+    chief.commit(chief.seal(checkpoint_step=5), checkpoint_step=5)
+    chief.restore(5)
+    assert chief.unheard() == ["worker-0", "worker-1"]
     workers[0].heartbeat()
-    assert chief.unheard(["worker-0", "worker-1"]) == ["worker-1"]
+    assert chief.unheard() == ["worker-1"]
     assert not ShardBook.is_current(leases[0], workers[0].lease_floor)  # its held batches are now stale
     assert ShardBook.is_current(leases[1], workers[1].lease_floor)  # not yet told
+    idle.close()
 
 
 def test_the_input_drops_batches_of_a_lease_taken_back_while_they_waited(server, tmp_path):

@@ -23,7 +23,7 @@ def test_public_names_are_exactly_the_curated_list():
         "AllOf", "AnyOf", "BestExporter", "CheckpointError", "ClusterError", "Column", "ConfError", "ConfigError",
         "ElasticReader", "ElastimatorError", "Estimator", "EstimatorSpec", "EvalPolicy", "EvalSpec",
         "EveryNSeconds", "EveryNSteps", "ExportError", "Exporter", "FileReader", "FinalExporter", "InputFnError",
-        "LatestExporter", "ModeKeys", "ModelDirError", "ModelFnError", "NanLossError", "ReaderError",
+        "LatestExporter", "ModeKeys", "ModelDirError", "ModelFnError", "NanLossError", "Predictor", "ReaderError",
         "ResetMetricsHook", "RunConfig", "TaskType", "TrainSpec", "VocabInfo", "WarmStartSettings", "add_metrics",
         "experimental", "export", "inputs", "make_early_stopping_hook", "stop_if_higher_hook", "stop_if_lower_hook",
         "stop_if_no_decrease_hook", "stop_if_no_increase_hook", "train_and_evaluate",

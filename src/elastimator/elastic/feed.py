@@ -20,7 +20,7 @@ import logging
 import os
 import threading
 import time
-from typing import Iterator, Sequence
+from typing import Iterator
 
 import numpy as np
 import tensorflow as tf
@@ -218,9 +218,10 @@ class ShardRestoreHook(tf.compat.v1.train.SessionRunHook):
     service hand out shards once the model is back.
 
     Before the first session restores the model, the book is rewound and the hook
-    waits (up to `wait_secs`) until each of `workers` has heard of it: a worker
-    that kept training against the parameter servers then drops the batches of
-    taken-back leases instead of training them into the restored model. A session
+    waits (up to `wait_secs`) until the workers that held shards at the seal have
+    heard of it: a worker that kept training against the parameter servers then
+    drops the batches of taken-back leases instead of training them into the
+    restored model. (A worker that held no shard has no such batches.) A session
     re-created later (after a ps failure) is rewound as soon as it exists.
 
     N is the step in the restored checkpoint's file name, the step its seal was
@@ -232,15 +233,14 @@ class ShardRestoreHook(tf.compat.v1.train.SessionRunHook):
     # book must already be back at the restored checkpoint when that happens.
     runs_first = True
 
-    def __init__(self, client: ShardClient, model_dir: str, workers: Sequence[str] = (), wait_secs: float = 30.0):
+    def __init__(self, client: ShardClient, model_dir: str, wait_secs: float = 10.0):
         self._client = client
         self._model_dir = model_dir
-        self._workers = list(workers)
         self._wait_secs = wait_secs
         self._created = 0
 
     def begin(self):
-        if self._rewind("before restoring") and self._workers:
+        if self._rewind("before restoring"):
             self._await_workers()
 
     def after_create_session(self, session, coord):
@@ -264,7 +264,7 @@ class ShardRestoreHook(tf.compat.v1.train.SessionRunHook):
 
     def _await_workers(self) -> None:
         deadline = time.monotonic() + self._wait_secs
-        while unheard := self._client.unheard(self._workers):
+        while unheard := self._client.unheard():
             if time.monotonic() >= deadline:
                 logger.warning("%s did not call the shard service within %.0fs of the rewind; restoring the model "
                                "anyway (a worker still alive may train a batch the rewind gave back).",

@@ -16,8 +16,9 @@ that checkpoint replays.
 Every reply to a worker carries the book's lease floor, so a worker learns of a
 rewind on its next call (a heartbeat at the latest) and drops the batches of
 taken-back leases it still holds. Before the chief puts the model back to a
-checkpoint it waits until every worker has heard the floor of that rewind
-(`unheard`), so no stale batch is trained into the restored model.
+checkpoint it waits until the workers that held shards at that checkpoint's
+seal have heard the floor of the rewind (`unheard`), so no stale batch is
+trained into the restored model.
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ class ShardService:
         self._told_finished: set[str] = set()
         self._heard: set[str] = set()
         """Workers that have been told the lease floor since the last rewind."""
+        self._holders: set[str] = set()
+        """Workers whose shards the last rewind took back."""
         self._open = True
 
     def resume(self, checkpoint_step: int | None) -> bool:
@@ -92,7 +95,7 @@ class ShardService:
             return False
         state = self.seals.read(checkpoint_step)
         with self._lock:
-            self.book.restore(checkpoint_step, committed=state)
+            self._holders = self.book.restore(checkpoint_step, committed=state)
             self._heard.clear()
             # Workers that kept training against the parameter servers must not get new shards until the
             # chief has put the model back to this checkpoint: what they trained before that is wiped.
@@ -214,16 +217,13 @@ class ShardService:
     def _restore(self, request):
         step = _field(request, "checkpoint_step", int)
         state = self.seals.read(step) if self.seals is not None else None
-        self.book.restore(step, committed=state)
+        self._holders = self.book.restore(step, committed=state)
         self._sealer = None
         self._heard.clear()
         return {}
 
     def _unheard(self, request):
-        workers = request.get("workers")
-        if not isinstance(workers, list) or not all(isinstance(w, str) for w in workers):
-            raise ShardServiceError(f"field 'workers' must be a list of worker names; got {workers!r}.")
-        return {"unheard": [w for w in workers if w not in self._heard]}
+        return {"unheard": sorted(self._holders - self._heard - {request.get("worker")})}
 
     def _status(self, request):
         return self.book.status(_field(request, "dataset", str))
@@ -434,9 +434,9 @@ class ShardClient:
     def status(self, dataset: str) -> dict:
         return self.call("status", dataset=dataset)
 
-    def unheard(self, workers: list[str]) -> list[str]:
-        """Those of `workers` that have not called the service since its last rewind."""
-        return self.call("unheard", workers=list(workers))["unheard"]
+    def unheard(self) -> list[str]:
+        """The workers whose shards the last rewind took back and that have not called the service since."""
+        return self.call("unheard")["unheard"]
 
     def close(self) -> None:
         self._transport.close()

@@ -278,8 +278,8 @@ class ShardBook:
     def is_committed(self, checkpoint_step: int) -> bool:
         return checkpoint_step in self._committed
 
-    def restore(self, checkpoint_step: int, committed: dict | None = None) -> None:
-        """Rewinds to the data position of checkpoint `checkpoint_step`.
+    def restore(self, checkpoint_step: int, committed: dict | None = None) -> set[str]:
+        """Rewinds to the data position of checkpoint `checkpoint_step`; returns who held shards at the seal.
 
         Shards that were out at the seal come back TODO from their sealed offsets:
         the workers that held them restart from the checkpoint too.
@@ -292,16 +292,19 @@ class ShardBook:
         # Ids and leases never repeat: a report from before the rewind must not match a new hand-out.
         self._next_lease = max(self._next_lease, restored._next_lease)
         self._floor = self._next_lease
+        holders: set[str] = set()
         for name, dataset in restored._datasets.items():
             current = self._datasets.get(name)
             if current is not None:
                 dataset.next_id = max(dataset.next_id, current.next_id)
             for shard in sorted(dataset.doing.values(), key=lambda s: -s.id):
+                holders.add(shard.owner)
                 del dataset.doing[shard.id]
                 ShardBook._give_back(dataset, shard)
         self._datasets = restored._datasets
         self._committed[checkpoint_step] = state
         self._seals = {}
+        return holders
 
     # --- inspection and persistence --------------------------------------------------------------
 

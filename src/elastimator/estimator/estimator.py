@@ -20,6 +20,7 @@ from elastimator.estimator import (
     training,
 )
 from elastimator.estimator.mode_keys import ModeKeys
+from elastimator.estimator.predictor import Predictor
 from elastimator.estimator.run_config import RunConfig
 from elastimator.estimator.warm_start import WarmStartSettings
 
@@ -164,6 +165,15 @@ class Estimator:
     ) -> Iterator:
         """Yields predictions (one per example, or per batch) from the newest checkpoint."""
         return prediction.predict(self, input_fn, predict_keys, hooks, checkpoint_path, yield_single_examples)
+
+    def predictor(
+        self,
+        serving_input_receiver_fn: Callable,
+        checkpoint_path: str | None = None,
+        predict_keys: str | Sequence[str] | None = None,
+    ) -> "Predictor":
+        """A model loaded once and kept warm: each call is one session run (see `Predictor`)."""
+        return Predictor(self, serving_input_receiver_fn, checkpoint_path, predict_keys)
 
     def export_saved_model(
         self,

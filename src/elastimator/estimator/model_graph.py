@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import random
+import sys
 from typing import Any, Callable
 
+import numpy as np
 import tensorflow as tf
 
-from elastimator.estimator import calls, keras_traps, state_updates
+from elastimator.estimator import calls, fused_updates, keras_traps, state_updates
 from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.estimator.run_config import RunConfig
 from elastimator.estimator.spec import EstimatorSpec
@@ -29,17 +32,20 @@ class ModelGraph:
 
 
 def _seed(seed: int) -> None:
-    """Seeds the graph and both Keras versions' initializers.
+    """Seeds the graph, Python's and NumPy's generators, and whichever Keras is loaded.
 
     Keras initializers draw their own seeds (from Python's `random` unless
     Keras was seeded), so a graph-level seed alone would not make two runs
-    with the same `tf_random_seed` start from the same weights.
+    with the same `tf_random_seed` start from the same weights. A Keras that a
+    model_fn imports later draws from the seeded `random` too; importing both
+    Keras versions here would cost every seeded job about 200 MB.
     """
-    import keras  # Keras 3; TensorFlow already imported it
-    import tf_keras
-
-    tf_keras.utils.set_random_seed(seed)
-    keras.utils.set_random_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+    for name in ("keras", "tf_keras"):
+        module = sys.modules.get(name)
+        if module is not None and hasattr(module, "utils"):
+            module.utils.set_random_seed(seed)
     tf.compat.v1.set_random_seed(seed)
 
 
@@ -80,7 +86,7 @@ def build(
         result = calls.call_input_fn(input_fn, mode, params or {}, config)
         features, labels, input_hooks = result.features, result.labels, result.hooks
     model_start = state_updates.last_op_id(graph)
-    with on_devices():
+    with on_devices(), fused_updates.fused_sparse_adam(config.fuse_sparse_updates):
         spec = calls.call_model_fn(model_fn, features, labels, mode, params, config)
     if mode == ModeKeys.TRAIN:
         input_ops = {op for op in graph.get_operations() if input_start < op._id <= model_start}  # pylint: disable=protected-access

@@ -11,7 +11,8 @@ from elastimator.estimator import checkpoints, hooks as engine_hooks, model_grap
 from elastimator.estimator.mode_keys import ModeKeys
 
 
-def _select(predictions, predict_keys):
+def select(predictions, predict_keys):
+    """The predictions named by `predict_keys` (all when None)."""
     if predict_keys is None:
         return predictions
     keys = [predict_keys] if isinstance(predict_keys, str) else list(predict_keys)
@@ -54,7 +55,7 @@ def predict(
     checkpoint = checkpoints.resolve_for_reading(checkpoint_path, model_dir, "predicting")
     with tf.Graph().as_default():
         built = model_graph.build_for(estimator, ModeKeys.PREDICT, input_fn)
-        predictions = _select(built.spec.predictions, predict_keys)
+        predictions = select(built.spec.predictions, predict_keys)
         creator = sessions.restoring_session_creator(built.spec, config, checkpoint, config.master)
         all_hooks = list(built.input_hooks) + user_hooks + list(built.spec.prediction_hooks)
         with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=all_hooks) as session:

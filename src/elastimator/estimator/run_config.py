@@ -277,6 +277,9 @@ class RunConfig:
     """How long a worker waits for the chief to initialize the model."""
     checkpoint_save_graph_def: bool = True
     """Whether checkpoints also write the graph (`graph.pbtxt`, `.meta`)."""
+    fuse_sparse_updates: bool = True
+    """Apply v1 Adam's embedding (sparse) gradients with its fused dense kernel: the same arithmetic in
+    fewer passes over each table (elastimator.estimator.fused_updates). False keeps TensorFlow's ops."""
     tf_config: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False)
     """TF_CONFIG as a dict; None reads the environment variable once, here."""
     cluster: ClusterInfo = dataclasses.field(init=False, repr=False, compare=False)
@@ -303,6 +306,8 @@ class RunConfig:
             raise ConfigError(
                 f"RunConfig: keep_checkpoint_every_n_hours must be > 0; got {self.keep_checkpoint_every_n_hours}."
             )
+        if not isinstance(self.fuse_sparse_updates, bool):
+            raise ConfigError(f"RunConfig: fuse_sparse_updates must be a bool; got {self.fuse_sparse_updates!r}.")
         if self.device_fn is not None and not callable(self.device_fn):
             raise ConfigError(f"RunConfig: device_fn must be callable(op) -> device string; got {self.device_fn!r}.")
         if self.session_config is not None and not isinstance(self.session_config, tf.compat.v1.ConfigProto):

@@ -100,11 +100,6 @@ class _Elastic:
     server: ShardServer | None
 
 
-def _shard_worker(task_type: str, index: int) -> str:
-    """The name a task goes by at the shard service."""
-    return f"{task_type}-{index}"
-
-
 def _elastic(conf: JobConf, config: RunConfig, service: ServiceConfig) -> _Elastic:
     spec = conf.train_set
     server = None
@@ -112,7 +107,7 @@ def _elastic(conf: JobConf, config: RunConfig, service: ServiceConfig) -> _Elast
         host, _, port = (service.listen or service.address).rpartition(":")
         server = serve(config.model_dir, service.token, host, int(port), service.worker_timeout_secs,
                        keep_seals=conf.keep_checkpoint_max or None)
-    worker = _shard_worker(config.task_type, config.task_id)
+    worker = f"{config.task_type}-{config.task_id}"
     if server is not None:
         client = ShardClient.in_process(server.service, worker)
     else:
@@ -123,10 +118,9 @@ def _elastic(conf: JobConf, config: RunConfig, service: ServiceConfig) -> _Elast
     hooks: list = [ShardReportHook(feed)]
     listeners: list = []
     if config.is_chief:
-        cluster = config.cluster_spec
-        indices = cluster.task_indices(TaskType.WORKER) if TaskType.WORKER in cluster.jobs else []
-        workers = [_shard_worker(TaskType.WORKER, i) for i in indices]
-        hooks.append(ShardRestoreHook(client, config.model_dir, workers, wait_secs=service.worker_timeout_secs))
+        # Live workers reconnect within a second or two; one still silent after this is probably dead.
+        wait_secs = min(service.worker_timeout_secs, 10.0)
+        hooks.append(ShardRestoreHook(client, config.model_dir, wait_secs=wait_secs))
         listeners.append(ShardSealListener(client))
     return _Elastic(feed, hooks, listeners, server)
 
