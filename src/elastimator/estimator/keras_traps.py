@@ -68,10 +68,17 @@ def explain_model_fn_errors(model_fn: Callable) -> Iterator[None]:
 
 @contextlib.contextmanager
 def fresh_keras_names() -> Iterator[None]:
-    """Numbers Keras 3 auto-named layers from zero for the duration of one model_fn call."""
+    """Numbers Keras 3 auto-named layers from zero for the duration of one model_fn call.
+
+    A Keras 3 that is not loaded yet has no names to reset (and importing it here would cost every
+    model about 90 MB); tf-keras numbers names per graph already.
+    """
+    if "keras" not in sys.modules:
+        yield
+        return
     try:
         from keras.src.backend.common import global_state
-    except ImportError:  # no Keras 3: tf-keras numbers names per graph already
+    except ImportError:  # a Keras without that module: nothing to reset
         yield
         return
     key = "object_name_uids"
