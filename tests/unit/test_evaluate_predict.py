@@ -1,4 +1,4 @@
-"""Estimator.evaluate and Estimator.predict."""
+"""Estimator.evaluate, Estimator.predict and the warm Estimator.predictor."""
 
 import os
 
@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import elastimator as est
 from elastimator import CheckpointError, ModelFnError
 from tests.helpers import eval_input, linear_model_fn, read_events, train_input
 
@@ -113,3 +114,34 @@ def test_predict_of_a_single_tensor(make_estimator, iris):
     estimator.train(train_input(*iris), steps=5)
     values = list(estimator.predict(eval_input(iris[0][:5])))
     assert len(values) == 5 and all(np.ndim(v) == 0 for v in values)
+
+
+def _receiver():
+    """Serving inputs for the warm Predictor: one placeholder, fed by name."""
+    x = tf.compat.v1.placeholder(tf.float32, [None, 4], name="x")
+    return est.export.ServingInputReceiver({"x": x}, {"x": x})
+
+
+def test_a_warm_predictor_matches_predict_and_reloads_newer_checkpoints(trained, iris):
+    x, y = iris
+    with trained.predictor(_receiver) as predict:
+        assert predict.input_names == ["x"] and predict.checkpoint.endswith("model.ckpt-100")
+        first = predict({"x": x[:10]})
+        again = predict({"x": x[10:30]})  # another batch size, the same session
+        expected = list(trained.predict(eval_input(x[:30]), yield_single_examples=False))[0]
+        np.testing.assert_allclose(np.concatenate([first["probabilities"], again["probabilities"]]),
+                                   expected["probabilities"][:30], rtol=1e-6)
+        assert not predict.reload()  # nothing newer yet
+        trained.train(train_input(x, y), steps=50)
+        assert predict.reload() and predict.checkpoint.endswith("model.ckpt-150")
+        newer = predict({"x": x[:10]})["probabilities"]
+        assert not np.allclose(newer, first["probabilities"])
+
+
+def test_predict_keys_and_bad_inputs(trained, iris):
+    with trained.predictor(_receiver, predict_keys="classes") as predict:
+        assert {k: v.shape for k, v in predict({"x": iris[0][:5]}).items()} == {"classes": (5,)}
+        with pytest.raises(est.InputFnError, match=r"inputs must be exactly \['x'\]; missing \['x'\], unknown \['y'\]"):
+            predict({"y": iris[0][:5]})
+    with pytest.raises(est.InputFnError, match="must return a ServingInputReceiver; got dict"):
+        trained.predictor(lambda: {"x": 1})
