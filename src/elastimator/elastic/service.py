@@ -95,8 +95,7 @@ class ShardService:
             return False
         state = self.seals.read(checkpoint_step)
         with self._lock:
-            self._holders = self.book.restore(checkpoint_step, committed=state)
-            self._heard.clear()
+            self._rewind(checkpoint_step, state)
             # Workers that kept training against the parameter servers must not get new shards until the
             # chief has put the model back to this checkpoint: what they trained before that is wiped.
             self._open = False
@@ -216,11 +215,14 @@ class ShardService:
 
     def _restore(self, request):
         step = _field(request, "checkpoint_step", int)
-        state = self.seals.read(step) if self.seals is not None else None
-        self._holders = self.book.restore(step, committed=state)
+        self._rewind(step, self.seals.read(step) if self.seals is not None else None)
+        return {}
+
+    def _rewind(self, checkpoint_step: int, state: dict | None) -> None:
+        """Rewinds the book (dropping any pending seal) and starts over on who has heard of it."""
+        self._holders = self.book.restore(checkpoint_step, committed=state)
         self._sealer = None
         self._heard.clear()
-        return {}
 
     def _unheard(self, request):
         return {"unheard": sorted(self._holders - self._heard - {request.get("worker")})}
