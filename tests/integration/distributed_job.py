@@ -1,6 +1,6 @@
 """One role of a small parameter-server job on iris; the role comes from TF_CONFIG.
 
-Usage: python distributed_job.py MODEL_DIR MAX_STEPS [--early-stop]
+Usage: python distributed_job.py MODEL_DIR MAX_STEPS [--early-stop] [--steps-per-execution=N]
 """
 
 import json
@@ -17,13 +17,14 @@ import elastimator as est  # noqa: E402
 from tests.helpers import linear_model_fn  # noqa: E402
 
 
-def main(model_dir: str, max_steps: int, early_stop: bool) -> None:
+def main(model_dir: str, max_steps: int, early_stop: bool, steps_per_execution: int) -> None:
     logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s: %(message)s")
     x, y = load_iris(return_X_y=True)
     x, y = x.astype(np.float32), y.astype(np.int32)
     estimator = est.Estimator(
         linear_model_fn, model_dir=model_dir, params={"n_classes": 3},
-        config=est.RunConfig(save_checkpoints_steps=25, keep_checkpoint_max=1, log_step_count_steps=50),
+        config=est.RunConfig(save_checkpoints_steps=25, keep_checkpoint_max=1, log_step_count_steps=50,
+                             steps_per_execution=steps_per_execution),
     )
     hooks = []
     if early_stop:
@@ -43,4 +44,6 @@ def main(model_dir: str, max_steps: int, early_stop: bool) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), "--early-stop" in sys.argv[3:])
+    options = sys.argv[3:]
+    steps = next((int(o.split("=", 1)[1]) for o in options if o.startswith("--steps-per-execution=")), 1)
+    main(sys.argv[1], int(sys.argv[2]), "--early-stop" in options, steps)

@@ -50,10 +50,11 @@ def _result(text):
     return json.loads(line[len("RESULT "):])
 
 
-def test_ps_chief_worker_and_evaluator_all_finish(tmp_path):
+@pytest.mark.parametrize("steps_per_execution", [1, 4])
+def test_ps_chief_worker_and_evaluator_all_finish(tmp_path, steps_per_execution):
     model_dir = str(tmp_path / "model")
     os.makedirs(model_dir)
-    codes, output, elapsed = _run_cluster(model_dir, max_steps=200)
+    codes, output, elapsed = _run_cluster(model_dir, 200, f"--steps-per-execution={steps_per_execution}")
     assert codes == {"ps": 0, "chief": 0, "worker": 0, "evaluator": 0}, {r: o[-2500:] for r, o in output.items()}
     evaluation = _result(output["evaluator"])
     assert evaluation["metrics"]["global_step"] >= 200 and evaluation["metrics"]["accuracy"] > 0.8

@@ -186,7 +186,8 @@ def test_seal_store_keeps_the_newest(tmp_path):
         store.read(10)
 
 
-def test_standalone_shard_service_feeds_a_local_job(tmp_path, monkeypatch):
+@pytest.mark.parametrize("steps_per_execution", [1, 5])
+def test_standalone_shard_service_feeds_a_local_job(tmp_path, monkeypatch, steps_per_execution):
     import subprocess
     import sys
 
@@ -206,6 +207,8 @@ def test_standalone_shard_service_feeds_a_local_job(tmp_path, monkeypatch):
         monkeypatch.setenv("ELASTIMATOR_SHARD_SERVICE_STANDALONE", "1")
         conf = JobConf.from_object({
             "classifier_class": inner_model_fn, "model_dir": str(tmp_path), "batch_size": 25,
+            # With 5 steps per call the input ends inside the third call, after its first 2 steps.
+            "steps_per_execution": steps_per_execution,
             "train_set": {"reader": IrisReader(), "columns": COLUMNS, "epoch": 2, "shard_size": 50},
         })
         result = run_job(conf, show_progress=False)

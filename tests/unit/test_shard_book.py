@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from elastimator.elastic.shards import Assigned, DatasetSpec, Finished, ShardBook, ShardServiceError, Wait
+from elastimator.elastic.shards import Assigned, DatasetSpec, Drained, Finished, ShardBook, ShardServiceError, Wait
 
 
 def _book(size=10, shard_size=4, epochs=1, **kwargs):
@@ -52,6 +52,16 @@ def test_wait_while_others_hold_the_last_shards():
     assert isinstance(book.request("train", "b"), Wait)
     book.report("train", "a", held.shard_id, 4)
     assert isinstance(book.request("train", "b"), Finished)
+
+
+def test_a_worker_holding_every_last_shard_is_told_to_drain_not_to_wait():
+    book = _book(size=8, shard_size=4)
+    first, second = book.request("train", "a"), book.request("train", "a")
+    assert isinstance(book.request("train", "a"), Drained) and book.holds("a")
+    assert isinstance(book.request("train", "b"), Wait) and not book.holds("b")
+    book.report("train", "a", first.shard_id, 4)
+    book.report("train", "a", second.shard_id, 4)
+    assert not book.holds("a") and isinstance(book.request("train", "a"), Finished)
 
 
 def test_a_failed_worker_gives_back_only_what_it_did_not_train():

@@ -27,10 +27,10 @@ import tensorflow as tf
 
 from elastimator.data import reader as readers
 from elastimator.elastic.service import ShardClient
-from elastimator.elastic.shards import Assigned, DatasetSpec, Finished, ShardBook, ShardServiceError
+from elastimator.elastic.shards import Assigned, DatasetSpec, Drained, Finished, ShardBook, ShardServiceError
 from elastimator.errors import ReaderError
 from elastimator.estimator import checkpoints
-from elastimator.estimator.calls import CONSUMED_COLLECTION
+from elastimator.estimator.calls import CONSUMED_COLLECTION, FINISHED_IN_CALL_COLLECTION
 
 logger = logging.getLogger("elastimator")
 ENV_ADDRESS = "ELASTIMATOR_SHARD_SERVICE"
@@ -130,6 +130,10 @@ class ShardFeed:
             decision = self.client.request(self.dataset.name)
             if isinstance(decision, Finished):
                 return
+            if isinstance(decision, Drained):
+                logger.info("The last shards of %s are %s's own; its input ends once they are trained.",
+                            self.dataset.name, self.client.worker)
+                return
             if not isinstance(decision, Assigned):
                 now = time.monotonic()
                 waited_since = waited_since or now
@@ -187,16 +191,29 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
         if not tokens:
             raise ReaderError("ShardReportHook: the input carries no shard tags; use a DataSetInput with a ShardFeed.")
         self._token = tokens[0]
+        finished = tf.compat.v1.get_collection(FINISHED_IN_CALL_COLLECTION)
+        self._finished = finished[0] if finished else None
+        self._in_call = False
 
     def before_run(self, run_context):
+        self._in_call = True
         return tf.compat.v1.train.SessionRunArgs(self._token)
 
     def after_run(self, run_context, run_values):
-        shard_id, lease, offset, records = (int(v) for v in run_values.results)
-        self._feed.report(shard_id, lease, offset, records)
+        self._in_call = False
+        self._report(run_values.results)
 
     def end(self, session):
+        if self._in_call and self._finished is not None:
+            # The last call of several steps ended part way, when the input ran out: its finished steps
+            # trained their batches but the call returned no tags.
+            self._report(session.run(self._finished))
         self._feed.stop()
+
+    def _report(self, tags) -> None:
+        # One tag per batch the call trained: several with RunConfig(steps_per_execution > 1).
+        for shard_id, lease, offset, records in tags.reshape(-1, 4).tolist():
+            self._feed.report(int(shard_id), int(lease), int(offset), int(records))
 
 
 class ShardSealListener(tf.compat.v1.train.CheckpointSaverListener):

@@ -39,6 +39,7 @@ from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.shards import (
     Assigned,
     DatasetSpec,
+    Drained,
     Finished,
     ShardBook,
     ShardServiceError,
@@ -79,6 +80,8 @@ class ShardService:
         self._sealed_at = 0.0
         self._last_seen: dict[str, float] = {}
         self._told_finished: set[str] = set()
+        self._told_drained: set[str] = set()
+        """Workers told to end their input and finish the last shards, which they hold."""
         self._heard: set[str] = set()
         """Workers that have been told the lease floor since the last rewind."""
         self._holders: set[str] = set()
@@ -135,9 +138,10 @@ class ShardService:
         return True
 
     def unfinished_workers(self) -> list[str]:
-        """Live workers that have not yet been told their data set is finished."""
+        """Live workers that have not yet been told their data set is finished (or, told to drain, still train)."""
         with self._lock:
-            return sorted(set(self._last_seen) - self._told_finished)
+            drained = {w for w in self._told_drained if not self.book.holds(w)}
+            return sorted(set(self._last_seen) - self._told_finished - drained)
 
     def reap(self) -> list[str]:
         """Fails the workers that have been silent too long; returns their names."""
@@ -175,6 +179,9 @@ class ShardService:
         if isinstance(decision, Finished):
             self._told_finished.add(worker)
             return {"decision": "finished"}
+        if isinstance(decision, Drained):
+            self._told_drained.add(worker)
+            return {"decision": "drained"}
         return {"decision": "wait"}
 
     def _report(self, request):
@@ -401,11 +408,11 @@ class ShardClient:
     def add_dataset(self, spec: DatasetSpec) -> None:
         self.call("add_dataset", dataset=dataclasses.asdict(spec))
 
-    def request(self, dataset: str) -> Assigned | Wait | Finished:
+    def request(self, dataset: str) -> Assigned | Wait | Drained | Finished:
         reply = self.call("request", dataset=dataset)
         if reply["decision"] == "assigned":
             return Assigned(reply["shard_id"], reply["epoch"], reply["start"], reply["end"], reply["lease"])
-        return Wait() if reply["decision"] == "wait" else Finished()
+        return {"wait": Wait, "drained": Drained}.get(reply["decision"], Finished)()
 
     def report(self, dataset: str, shard_id: int, consumed: int, lease: int | None = None,
                offset: int | None = None, poll_secs: float = 0.01) -> None:

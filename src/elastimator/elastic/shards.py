@@ -92,6 +92,15 @@ class Wait:
 
 
 @dataclasses.dataclass(frozen=True)
+class Drained:
+    """Every shard is out and the asking worker holds all those left: it should end its input and finish them.
+
+    (Waiting instead would deadlock a worker that reports only after several steps, as with
+    `RunConfig(steps_per_execution > 1)`: its call needs a batch that only its own report can free.)
+    """
+
+
+@dataclasses.dataclass(frozen=True)
 class Finished:
     """Every epoch is done."""
 
@@ -162,7 +171,7 @@ class ShardBook:
 
     # --- the worker protocol ---------------------------------------------------------------------
 
-    def request(self, name: str, worker: str) -> Assigned | Wait | Finished:
+    def request(self, name: str, worker: str) -> Assigned | Wait | Drained | Finished:
         """The next shard for `worker`."""
         dataset = self._get(name)
         if not dataset.todo:
@@ -176,7 +185,13 @@ class ShardBook:
             if not dataset.todo:
                 self._open_next_epoch(dataset)
             return Assigned(shard.id, shard.epoch, shard.start + shard.consumed, shard.end, shard.lease)
-        return Wait() if dataset.doing else Finished()
+        if not dataset.doing:
+            return Finished()
+        return Drained() if all(shard.owner == worker for shard in dataset.doing.values()) else Wait()
+
+    def holds(self, worker: str) -> bool:
+        """Whether `worker` holds a shard it has not finished, of any data set."""
+        return any(shard.owner == worker for dataset in self._datasets.values() for shard in dataset.doing.values())
 
     def _lease(self, number: int) -> int:
         return (self._incarnation << 32) | number

@@ -19,6 +19,9 @@ CONSUMED_KEY = "__elastimator_consumed__"
 """A feature an input may carry to say which records a batch holds ([shard id, lease, first record, records]); the engine
 takes it out of the features before model_fn and puts it in the CONSUMED_COLLECTION for hooks."""
 CONSUMED_COLLECTION = "elastimator_consumed"
+FINISHED_IN_CALL_COLLECTION = "elastimator_finished_in_call"
+"""With several steps per session call: a variable with the tags of the call's steps that finished, read when a call
+fails part way (its input ran out) and so returns no tags."""
 _INPUT_FN_ARGS = ("mode", "params", "config", "input_context")
 
 

@@ -41,7 +41,8 @@ class NanLossHook(tf.compat.v1.train.SessionRunHook):
 
 
 class ProgressLogHook(tf.compat.v1.train.SessionRunHook):
-    """Logs the step, loss and steps/s every `every_n_steps` steps."""
+    """Logs the step, loss and steps/s at the first step and then at each multiple of `every_n_steps`
+    (or the first step past it, when a session call runs several steps or other workers share the step)."""
 
     def __init__(self, loss: tf.Tensor, global_step: tf.Tensor, every_n_steps: int):
         self._loss, self._step, self._every = loss, global_step, every_n_steps
@@ -58,7 +59,7 @@ class ProgressLogHook(tf.compat.v1.train.SessionRunHook):
             self._last_step, self._last_time = step, now
             logger.info("step %d: loss = %.6g", step, loss)
             return
-        if step - self._last_step >= self._every:
+        if step // self._every > self._last_step // self._every:
             rate = (step - self._last_step) / max(now - self._last_time, 1e-9)
             logger.info("step %d: loss = %.6g (%.1f steps/s)", step, loss, rate)
             self._last_step, self._last_time = step, now

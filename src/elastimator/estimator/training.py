@@ -8,7 +8,7 @@ from typing import Callable, Sequence
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
-from elastimator.estimator import checkpoints, hooks as engine_hooks, model_graph, sessions
+from elastimator.estimator import calls, checkpoints, hooks as engine_hooks, model_graph, multi_step, sessions
 from elastimator.estimator.mode_keys import ModeKeys
 
 logger = logging.getLogger("elastimator")
@@ -22,10 +22,16 @@ def _check_steps(steps, max_steps) -> None:
             raise ConfigError(f"train: {name} must be a positive int or None; got {value!r}.")
 
 
-def _default_hooks(graph: model_graph.ModelGraph, scaffold, config, model_dir, saving_listeners) -> list:
-    spec, step = graph.spec, graph.global_step
-    # Order matters: the NaN check runs before the checkpoint saver in each after_run.
-    hooks: list = [engine_hooks.NanLossHook(spec.loss, step, model_dir)]
+def _default_hooks(graph: model_graph.ModelGraph, scaffold, config, model_dir, saving_listeners,
+                   plan: multi_step.ExecutionPlanHook | None) -> list:
+    spec = graph.spec
+    # With several steps per call, the step after the call; the global step variable, read during the step, has
+    # no defined order against it.
+    step = plan.execution.step_read + 1 if plan is not None else graph.global_step
+    # Order matters: the plan sizes the call before anything asks where it ends, and the NaN check
+    # runs before the checkpoint saver in each after_run.
+    hooks: list = [plan] if plan is not None else []
+    hooks.append(engine_hooks.NanLossHook(spec.loss, step, model_dir))
     if config.log_step_count_steps:
         hooks.append(engine_hooks.ProgressLogHook(spec.loss, step, config.log_step_count_steps))
     if not config.is_chief:
@@ -33,7 +39,9 @@ def _default_hooks(graph: model_graph.ModelGraph, scaffold, config, model_dir, s
     if config.log_step_count_steps:
         hooks.append(tf.compat.v1.train.StepCounterHook(
             every_n_steps=config.log_step_count_steps, output_dir=model_dir))
-    if config.save_summary_steps:
+    if config.save_summary_steps and plan is not None:
+        hooks.append(multi_step.ExecutionSummaryHook(plan, config.save_summary_steps, model_dir, scaffold))
+    elif config.save_summary_steps:
         hooks.append(tf.compat.v1.train.SummarySaverHook(
             save_steps=config.save_summary_steps, output_dir=model_dir, scaffold=scaffold))
     if config.save_checkpoints_steps or config.save_checkpoints_secs:
@@ -51,6 +59,22 @@ def _default_hooks(graph: model_graph.ModelGraph, scaffold, config, model_dir, s
             "save_checkpoints_secs both None. Set one of them."
         )
     return hooks
+
+
+def _plan_executions(built: model_graph.ModelGraph, config, steps, max_steps) -> multi_step.ExecutionPlanHook | None:
+    """With steps_per_execution > 1, loops the built step and returns the hook that sizes each call."""
+    if config.steps_per_execution == 1:
+        return None
+    graph = tf.compat.v1.get_default_graph()
+    tags = graph.get_collection_ref(calls.CONSUMED_COLLECTION)
+    execution, step_tags = multi_step.build(
+        train_op=built.spec.train_op, loss=built.spec.loss, global_step=built.global_step,
+        steps=config.steps_per_execution, tags=tags[0] if tags else None)
+    if step_tags is not None:
+        tags[:] = [step_tags.all]
+        graph.add_to_collection(calls.FINISHED_IN_CALL_COLLECTION, step_tags.finished)
+    intervals = (config.save_checkpoints_steps, config.save_summary_steps, config.log_step_count_steps)
+    return multi_step.ExecutionPlanHook(execution, num_steps=steps, last_step=max_steps, intervals=intervals)
 
 
 def train(
@@ -86,12 +110,14 @@ def train(
         spec = built.spec
         if latest is None and estimator.warm_start_settings is not None:
             estimator.warm_start_settings.apply()
+        plan = _plan_executions(built, config, steps, max_steps)
         scaffold = sessions.make_scaffold(spec, config)
         # Hooks that must see a (re-)created session before anything else, the checkpoint
         # saver's save-on-create included, say so with `runs_first = True`.
         first = [h for h in user_hooks if getattr(h, "runs_first", False)]
-        all_hooks = first + list(built.input_hooks) + _default_hooks(built, scaffold, config, model_dir, listeners)
-        if steps is not None or max_steps is not None:
+        all_hooks = first + list(built.input_hooks) + _default_hooks(
+            built, scaffold, config, model_dir, listeners, plan)
+        if plan is None and (steps is not None or max_steps is not None):
             all_hooks.append(tf.compat.v1.train.StopAtStepHook(num_steps=steps, last_step=max_steps))
         all_hooks += [h for h in user_hooks if h not in first] + list(spec.training_hooks)
         if config.is_chief:

@@ -89,6 +89,8 @@ class JobConf:
     """Newest checkpoints to keep."""
     log_steps: int = 100
     """Log (and update the progress bar) every N steps; also the summary frequency."""
+    steps_per_execution: int = 1
+    """Training steps per session call (RunConfig.steps_per_execution); hooks and progress run between calls."""
     eval_steps: int | None = None
     """Batches per evaluation (None: the whole eval set)."""
     eval_every_steps: int | None = None
@@ -127,9 +129,11 @@ class JobConf:
         for key in ("batch_size", "max_steps", "save_steps", "save_secs", "eval_steps", "eval_every_steps",
                     "tf_random_seed"):
             _check_int(key, raw.get(key), allow_none=True, minimum=0 if key == "tf_random_seed" else 1)
-        for key in ("keep_checkpoint_max", "log_steps", "eval_throttle_secs", "eval_start_delay_secs"):
+        for key in ("keep_checkpoint_max", "log_steps", "steps_per_execution", "eval_throttle_secs",
+                    "eval_start_delay_secs"):
             if key in raw:
-                _check_int(key, raw[key], allow_none=False, minimum=0 if key != "log_steps" else 1)
+                _check_int(key, raw[key], allow_none=False,
+                           minimum=1 if key in ("log_steps", "steps_per_execution") else 0)
         if raw.get("save_steps") and raw.get("save_secs"):
             raise ConfError(f"conf: save_steps ({raw['save_steps']}) and save_secs ({raw['save_secs']}) are "
                             "exclusive; set one.")

@@ -51,6 +51,7 @@ def run_config(conf: JobConf, tf_config: Mapping | None = None) -> RunConfig:
         save_summary_steps=conf.log_steps,
         log_step_count_steps=conf.log_steps,
         keep_checkpoint_max=conf.keep_checkpoint_max,
+        steps_per_execution=conf.steps_per_execution,
         **({"save_checkpoints_steps": conf.save_steps} if conf.save_steps else {}),
         **({"save_checkpoints_secs": conf.save_secs} if conf.save_secs else {}),
         tf_config=tf_config,

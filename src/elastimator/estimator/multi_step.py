@@ -1,0 +1,273 @@
+"""Several training steps per session call: `RunConfig(steps_per_execution=N)`.
+
+A session call costs a fixed amount on top of its ops: Python hooks, fetch and
+feed handling, and setting up the executor for the graph. With a small model or
+a fast device that overhead is a real share of each step. TPUEstimator's
+`iterations_per_loop` ran N steps per call for this reason; this is the same
+idea for CPU and GPU graphs.
+
+How it is built. The model is built once, exactly as for one step per call.
+Then the *step* - every op the train_op and the loss are computed from, back to
+the stateful handles they use (variables, the input iterator, lookup tables,
+queues), which are shared, not copied - is copied into a graph-mode while loop.
+One call runs `k - 1` steps in the loop and then the original step, ordered
+after the loop. Hence:
+
+- The model_fn is not called inside a loop, so any model_fn that trains one
+  step per call trains N (variables made from tensors, Keras 3 layers and all).
+- Hooks see one session call per execution and the values of its *last*
+  step: the loss, any tensor a LoggingTensorHook names, the summaries (which
+  are therefore computed once per call, not per step).
+- The global step advances by `k` per call. The global step read that
+  TensorFlow's hooks use is taken right before the last step (the value
+  tf.estimator's hooks always got, one step stale), so checkpoint, step-counter
+  and stop-at-step hooks act on the right step.
+- `ExecutionPlanHook` sizes each call: at most N steps, never past the last
+  step, and ending on the multiples of the checkpoint, summary and logging
+  intervals, so those happen on the same steps as with one step per call.
+
+Input that ends inside a call stops training as usual (the steps already run
+in that call are kept, and the final checkpoint has them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Iterable, Sequence
+
+import tensorflow as tf
+
+from elastimator.errors import ConfigError
+
+_PLACEHOLDERS = frozenset({"Placeholder", "PlaceholderV2", "PlaceholderWithDefault"})
+_V1_CONTROL_FLOW = frozenset({"Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration",
+                              "Merge", "RefMerge", "Switch", "RefSwitch", "LoopCond"})
+# TensorFlow's CheckpointSaverHook, StepCounterHook, SummarySaverHook and StopAtStepHook read the global
+# step through the one tensor in this collection (tf.estimator filled it the same way).
+_GLOBAL_STEP_READ_KEY = "global_step_read_op_cache"
+_v1_loops = threading.Lock()
+
+
+@dataclasses.dataclass(frozen=True)
+class Execution:
+    """A training graph that runs up to `steps` steps per session call."""
+
+    steps: int
+    """The most steps one session call runs (RunConfig.steps_per_execution)."""
+    size: tf.Tensor
+    """The steps the next call runs, 1..steps; feed it (ExecutionPlanHook does), or the call runs one step."""
+    step_read: tf.Tensor
+    """The global step right before the call's last step."""
+    global_step: tf.Variable
+
+
+def _is_shared(op: tf.Operation) -> bool:
+    """Ops a copied step uses rather than copies: handles to state (variables, iterators, tables) and feeds."""
+    return op.type in _PLACEHOLDERS or (not op.inputs and op.op_def.is_stateful)
+
+
+def step_ops(fetches: Iterable[tf.Operation]) -> list[tf.Operation]:
+    """The ops that `fetches` run, dependencies first, stopping at shared state (`_is_shared`)."""
+    order: list[tf.Operation] = []
+    seen: set[tf.Operation] = set()
+    stack = [(op, False) for op in fetches]
+    while stack:
+        op, expanded = stack.pop()
+        if expanded:
+            order.append(op)
+            continue
+        if op in seen or _is_shared(op):
+            continue
+        if op.type in _V1_CONTROL_FLOW:
+            raise ConfigError(
+                f"steps_per_execution > 1 copies the training step into a loop, but the step uses TF1 control flow "
+                f"(op {op.name!r} of type {op.type}), which cannot be copied. Keep TF2 control flow enabled (do not "
+                "call tf.compat.v1.disable_control_flow_v2()), or set RunConfig(steps_per_execution=1)."
+            )
+        seen.add(op)
+        stack.append((op, True))
+        stack.extend((d, False) for d in [*op.control_inputs, *(t.op for t in op.inputs)] if d not in seen)
+    return order
+
+
+def _copy(ops: Sequence[tf.Operation]) -> dict[tf.Operation, tf.Operation]:
+    """Copies `ops` (in dependency order) into the current graph context; inputs outside `ops` are shared."""
+    graph = tf.compat.v1.get_default_graph()
+    copies: dict[tf.Operation, tf.Operation] = {}
+
+    def source(t: tf.Tensor) -> tf.Tensor:
+        return copies[t.op].outputs[t.value_index] if t.op in copies else t
+
+    for op in ops:
+        controls = [copies[c] for c in op.control_inputs if c in copies]
+        with graph.control_dependencies(controls), graph.device(op.device or None):
+            copies[op] = graph.create_op(
+                op.type, [source(t) for t in op.inputs], [t.dtype for t in op.outputs],
+                input_types=[t.dtype for t in op.inputs], name=op.name, attrs=dict(op.node_def.attr),
+                op_def=op.op_def,
+            )
+    return copies
+
+
+def _v1_while_loop(cond, body, loop_vars):
+    """A TF1 while loop: a frame inside this graph, so the copied ops share its variables and handles directly
+    (a TF2 loop would be a function graph that captures each of them)."""
+    with _v1_loops:
+        was_v2 = tf.compat.v1.control_flow_v2_enabled()
+        tf.compat.v1.disable_control_flow_v2()
+        try:
+            return tf.compat.v1.while_loop(cond, body, loop_vars, parallel_iterations=1, back_prop=False,
+                                           name="steps_per_execution")
+        finally:
+            if was_v2:
+                tf.compat.v1.enable_control_flow_v2()
+
+
+@dataclasses.dataclass(frozen=True)
+class StepTags:
+    """A per-batch input tag (the elastic input's shard tag) for every step of a call."""
+
+    all: tf.Tensor
+    """The tags of the call's steps, in order ([k, 4]); fetch it with the train_op."""
+    finished: tf.Variable
+    """The tags of the loop's steps that finished, for a call that fails part way (its input ran out)."""
+
+
+def build(*, train_op, loss: tf.Tensor, global_step: tf.Variable, steps: int,
+          tags: tf.Tensor | None = None) -> tuple[Execution, StepTags | None]:
+    """Makes the current graph run up to `steps` training steps per call of `train_op` (see the module doc).
+
+    Args:
+        train_op: the step's train op (an Operation or Tensor).
+        loss: the step's loss; its value is the last step's.
+        global_step: the global step variable.
+        steps: the most steps per call (> 1).
+        tags: a per-batch tensor of the input (the elastic input's shard tag, shape [4]) whose values
+            the hooks need for every step of a call.
+
+    Returns:
+        The Execution, and the tags of every step of a call when `tags` was given.
+    """
+    train = train_op if isinstance(train_op, tf.Operation) else train_op.op
+    ops = step_ops([train, loss.op] + ([tags.op] if tags is not None else []))
+    # One step unless fed: the hooks' own reads of the global step (which wait for the loop) then run no loop.
+    size = tf.compat.v1.placeholder_with_default(tf.constant(1, tf.int32), [], name="steps_per_execution/size")
+    finished = None
+    if tags is not None:
+        finished = tf.compat.v1.Variable(
+            tf.zeros([0, 4], tags.dtype), shape=tf.TensorShape([None, 4]), trainable=False,
+            collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES], name="steps_per_execution/finished_tags")
+
+    def body(i):
+        copies = _copy(ops)
+        done = [copies[train]]
+        if finished is not None:
+            tag = tf.reshape(copies[tags.op].outputs[tags.value_index], [1, 4])
+            with tf.control_dependencies(done):
+                done = [finished.assign(tf.concat([finished.read_value(), tag], 0))]
+        with tf.control_dependencies(done):
+            return i + 1
+
+    looped = _v1_while_loop(lambda i: i < size - 1, body, [tf.constant(0)])
+    with tf.control_dependencies([looped]):
+        step_read = tf.identity(global_step.read_value(), name="steps_per_execution/step_read")
+    # The original step runs last: every op of it that depends on nothing else in it waits for the loop.
+    # (Operation has no public way to add a control input to an op already built.)
+    inside = set(ops)
+    for op in ops:
+        if not any(t.op in inside for t in op.inputs) and not any(c in inside for c in op.control_inputs):
+            op._add_control_input(step_read.op)  # pylint: disable=protected-access
+    tf.compat.v1.get_default_graph().get_collection_ref(_GLOBAL_STEP_READ_KEY)[:] = [step_read]
+    execution = Execution(steps=steps, size=size, step_read=step_read, global_step=global_step)
+    if tags is None:
+        return execution, None
+    with tf.control_dependencies([looped]):
+        every = tf.concat([finished.read_value(), tf.reshape(tags, [1, 4])], 0)
+    # Emptied once read, in the same call: after a call that fails part way it holds just that call's steps.
+    with tf.control_dependencies([every]):
+        emptied = finished.assign(tf.zeros([0, 4], tags.dtype))
+    with tf.control_dependencies([emptied]):
+        every = tf.identity(every, name="steps_per_execution/tags")
+    return execution, StepTags(all=every, finished=finished)
+
+
+class ExecutionPlanHook(tf.compat.v1.train.SessionRunHook):
+    """Sizes each session call of an Execution, and stops training at the last step.
+
+    A call runs at most `execution.steps` steps, never past `last_step`, and ends on
+    the next multiple of each of `intervals` (checkpoint, summary, logging steps), so
+    that what happens every so many steps happens on the same steps as with one
+    step per call. It replaces StopAtStepHook for a multi-step execution.
+    """
+
+    def __init__(self, execution: Execution, *, num_steps: int | None = None, last_step: int | None = None,
+                 intervals: Sequence[int | None] = ()):
+        self.execution = execution
+        self._num_steps, self._last_step = num_steps, last_step
+        self._intervals = tuple(n for n in intervals if n)
+        self.step = 0
+        """The global step after the last call (as this process saw it)."""
+        self.planned_end = 0
+        """The global step the next call should end on."""
+
+    def after_create_session(self, session, coord):
+        self.step = int(session.run(self.execution.global_step))
+        if self._num_steps is not None and self._last_step is None:
+            self._last_step = self.step + self._num_steps
+        if self._last_step is not None and self.step >= self._last_step:
+            coord.request_stop()
+
+    def before_run(self, run_context):
+        size = self.execution.steps
+        if self._last_step is not None:
+            size = min(size, self._last_step - self.step)
+        for interval in self._intervals:
+            size = min(size, interval - self.step % interval)
+        size = max(size, 1)
+        self.planned_end = self.step + size
+        return tf.compat.v1.train.SessionRunArgs(self.execution.step_read, feed_dict={self.execution.size: size})
+
+    def after_run(self, run_context, run_values):
+        self.step = int(run_values.results) + 1
+        if self._last_step is not None and self.step >= self._last_step:
+            run_context.request_stop()
+
+
+class ExecutionSummaryHook(tf.compat.v1.train.SessionRunHook):
+    """Writes the training summaries of the first call and of each call that ends on (or first passes) a multiple
+    of `every_steps`.
+
+    TensorFlow's SummarySaverHook plans one step per call and would drift by up
+    to a call each time; this one asks the plan where the call will end. List it
+    after the ExecutionPlanHook.
+    """
+
+    def __init__(self, plan: ExecutionPlanHook, every_steps: int, output_dir: str, scaffold):
+        self._plan = plan
+        self._every, self._output_dir, self._scaffold = every_steps, output_dir, scaffold
+        self._last: int | None = None
+        self._wanted = False
+
+    def begin(self):
+        self._writer = tf.compat.v1.summary.FileWriterCache.get(self._output_dir)
+        self._summary = self._scaffold.summary_op if self._scaffold is not None else None
+        if self._summary is None:
+            self._summary = tf.compat.v1.summary.merge_all()
+
+    def before_run(self, run_context):
+        self._wanted = self._summary is not None and (
+            self._last is None or self._plan.planned_end // self._every > self._last // self._every)
+        return tf.compat.v1.train.SessionRunArgs(self._summary) if self._wanted else None
+
+    def after_run(self, run_context, run_values):
+        if not self._wanted:
+            return
+        step = int(run_context.session.run(self._plan.execution.global_step))
+        if self._last is None:
+            self._writer.add_session_log(tf.compat.v1.SessionLog(status=tf.compat.v1.SessionLog.START), step)
+        self._writer.add_summary(run_values.results, step)
+        self._last = step
+
+    def end(self, session):
+        self._writer.flush()
