@@ -1,7 +1,7 @@
 """One contender of bench/frameworks.py, measured in its own process.
 
 Usage: python contenders.py NAME --batch-size B --steps N --warmup W --eval-batches E
-NAME: elastimator | elastimator_unfused | tf_estimator (run it with TF 2.15 + tensorflow-estimator) | keras_fit |
+NAME: elastimator | elastimator_unfused | elastimator_multi_step | tf_estimator (run it with TF 2.15 + tensorflow-estimator) | keras_fit |
 tf_function
 
 Prints one JSON line: train examples/s (after the warm-up steps), time to first
@@ -24,25 +24,26 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 class Clock:
-    """Timestamps of the training steps."""
+    """Timestamps of the training steps (a session call may run several)."""
 
     def __init__(self, warmup: int):
         self.warmup, self.steps, self.start, self.first, self.warm, self.last = warmup, 0, None, None, None, None
+        self.warm_steps = 0
 
     def begin(self):
         self.start = time.perf_counter()
 
-    def step(self):
+    def step(self, steps: int = 1):
         now = time.perf_counter()
-        self.steps += 1
-        if self.steps == 1:
+        if self.steps == 0:
             self.first = now
-        if self.steps == self.warmup:
-            self.warm = now
+        self.steps += steps
+        if self.warm is None and self.steps >= self.warmup:
+            self.warm, self.warm_steps = now, self.steps
         self.last = now
 
     def rate(self, batch_size: int) -> float:
-        return (self.steps - self.warmup) * batch_size / (self.last - self.warm)
+        return (self.steps - self.warm_steps) * batch_size / (self.last - self.warm)
 
 
 def _warm_predict_rate(estimator, receiver, args) -> float:
@@ -67,8 +68,25 @@ def _estimator(est, args, model_dir: str, **config) -> dict:
     saves = []
 
     class Steps(tf.compat.v1.train.SessionRunHook):
+        """Counts the steps of each session call: one, or with steps_per_execution the global step's advance."""
+
+        def begin(self):
+            reads = tf.compat.v1.get_collection("global_step_read_op_cache")  # the step before a call's last
+            self._after = reads[0] + 1 if reads and config.get("steps_per_execution", 1) > 1 else None
+            self._last = None
+
+        def after_create_session(self, session, coord):
+            self._last = int(session.run(tf.compat.v1.train.get_global_step()))
+
+        def before_run(self, run_context):
+            return tf.compat.v1.train.SessionRunArgs(self._after) if self._after is not None else None
+
         def after_run(self, run_context, run_values):
-            clock.step()
+            if self._after is None:
+                clock.step()
+                return
+            clock.step(int(run_values.results) - self._last)
+            self._last = int(run_values.results)
 
     class SaveTimer(tf.compat.v1.train.CheckpointSaverListener):
         def before_save(self, session, step):
@@ -119,6 +137,14 @@ def elastimator_unfused(args, model_dir):
     import elastimator as est
 
     return _estimator(est, args, model_dir, fuse_sparse_updates=False)
+
+
+def elastimator_multi_step(args, model_dir):
+    """elastimator running 10 training steps per session call (RunConfig.steps_per_execution); fewer in a run
+    too short for several calls after the warm-up."""
+    import elastimator as est
+
+    return _estimator(est, args, model_dir, steps_per_execution=max(2, min(10, args.steps // 3)))
 
 
 def tf_estimator(args, model_dir):
@@ -235,8 +261,9 @@ def tf_function(args, model_dir):
             "eval_examples_per_sec": eval_rate, "predict_examples_per_sec": predict_rate}
 
 
-CONTENDERS = {"elastimator": elastimator, "elastimator_unfused": elastimator_unfused, "tf_estimator": tf_estimator,
-              "keras_fit": keras_fit, "tf_function": tf_function}
+CONTENDERS = {"elastimator": elastimator, "elastimator_unfused": elastimator_unfused,
+               "elastimator_multi_step": elastimator_multi_step, "tf_estimator": tf_estimator,
+               "keras_fit": keras_fit, "tf_function": tf_function}
 
 
 def main() -> None:

@@ -38,6 +38,10 @@ TARGETS = {  # (numerator, denominator, metric, at least)
     "elastimator / tf_estimator predict (both a whole predict call)": ("elastimator", "tf_estimator",
                                                                         "predict_examples_per_sec", None),
     "elastimator_unfused / tf_estimator train": ("elastimator_unfused", "tf_estimator", "train_examples_per_sec", None),
+    "elastimator_multi_step / tf_estimator train": ("elastimator_multi_step", "tf_estimator", "train_examples_per_sec",
+                                                    None),
+    "elastimator_multi_step / elastimator train": ("elastimator_multi_step", "elastimator", "train_examples_per_sec",
+                                                   None),
 }
 
 
@@ -114,11 +118,12 @@ def main(argv=None) -> dict:
     parser.add_argument("--tf215-python", help="Python of an existing TF 2.15 + tensorflow-estimator environment")
     parser.add_argument("--skip-tf-estimator", action="store_true", help="leave out tf.estimator 2.15")
     args = parser.parse_args(argv)
-    pythons = {"elastimator": sys.executable, "elastimator_unfused": sys.executable, "keras_fit": sys.executable,
-               "tf_function": sys.executable}
+    pythons = {"elastimator": sys.executable, "elastimator_unfused": sys.executable,
+               "elastimator_multi_step": sys.executable, "keras_fit": sys.executable, "tf_function": sys.executable}
     if not args.skip_tf_estimator:
         pythons["tf_estimator"] = tf215_python(args.tf215_python)
-    order = [n for n in ("elastimator", "elastimator_unfused", "tf_estimator", "keras_fit", "tf_function")
+    order = [n for n in ("elastimator", "elastimator_unfused", "elastimator_multi_step", "tf_estimator", "keras_fit",
+                         "tf_function")
              if n in pythons]
     runs: dict[str, list[dict]] = {name: [] for name in order}
     for _ in range(args.runs):
