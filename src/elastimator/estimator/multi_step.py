@@ -183,13 +183,13 @@ def build(*, train_op, loss: tf.Tensor, global_step: tf.Variable, steps: int,
     if tags is None:
         return execution, None
     with tf.control_dependencies([looped]):
-        every = tf.concat([finished.read_value(), tf.reshape(tags, [1, 4])], 0)
+        call_tags = tf.concat([finished.read_value(), tf.reshape(tags, [1, 4])], 0)
     # Emptied once read, in the same call: after a call that fails part way it holds just that call's steps.
-    with tf.control_dependencies([every]):
+    with tf.control_dependencies([call_tags]):
         emptied = finished.assign(tf.zeros([0, 4], tags.dtype))
     with tf.control_dependencies([emptied]):
-        every = tf.identity(every, name="steps_per_execution/tags")
-    return execution, StepTags(all=every, finished=finished)
+        call_tags = tf.identity(call_tags, name="steps_per_execution/tags")
+    return execution, StepTags(all=call_tags, finished=finished)
 
 
 class ExecutionPlanHook(tf.compat.v1.train.SessionRunHook):
@@ -239,8 +239,8 @@ class ExecutionSummaryHook(tf.compat.v1.train.SessionRunHook):
     of `every_steps`.
 
     TensorFlow's SummarySaverHook plans one step per call and would drift by up
-    to a call each time; this one asks the plan where the call will end. List it
-    after the ExecutionPlanHook.
+    to a call each time; this one asks the plan where the call will end, and where
+    it ended. List it after the ExecutionPlanHook.
     """
 
     def __init__(self, plan: ExecutionPlanHook, every_steps: int, output_dir: str, scaffold):
@@ -263,7 +263,7 @@ class ExecutionSummaryHook(tf.compat.v1.train.SessionRunHook):
     def after_run(self, run_context, run_values):
         if not self._wanted:
             return
-        step = int(run_context.session.run(self._plan.execution.global_step))
+        step = self._plan.step  # where this call ended, read in the call itself
         if self._last is None:
             self._writer.add_session_log(tf.compat.v1.SessionLog(status=tf.compat.v1.SessionLog.START), step)
         self._writer.add_summary(run_values.results, step)
