@@ -106,6 +106,7 @@ def _configure_logging(verbose: bool) -> None:
 
 
 def _run(args) -> int:
+    from elastimator.job import data_report
     from elastimator.job.conf import load_conf
     from elastimator.job.executor import run_job
     from elastimator.job.inspect_dir import metrics_rows, table
@@ -117,7 +118,7 @@ def _run(args) -> int:
     rows = [("model_dir", result.model_dir), ("global step", str(result.global_step))]
     rows += metrics_rows(result.metrics or {})
     rows += [("export", path) for path in result.exports]
-    rows += [(f"bad records ({name})", str(count)) for name, count in result.bad_records.items()]
+    rows += data_report.rows(result.data_sets)
     print(f"\njob {conf.name} finished\n" + table(rows))
     return 0
 

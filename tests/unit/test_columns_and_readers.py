@@ -88,10 +88,55 @@ def test_missing_files_and_empty_data(tmp_path):
 def test_header_mistake_is_caught_before_training(tmp_path):
     (tmp_path / "h.csv").write_text("x,y\n1,2\n")
     with pytest.raises(ReaderError, match=r"field 'x' = 'x' is not a valid float32.*skip_header=True"):
-        DataSetInput(_spec(FileReader(str(tmp_path / "h.csv")), XY)).check()
+        DataSetInput(_spec(FileReader(str(tmp_path / "h.csv"), skip_header=False), XY)).check()
     with pytest.raises(ReaderError, match=r"has 1 field\(s\) separated by '\\t' but 3 columns"):
         DataSetInput(_spec(FileReader(str(tmp_path / "h.csv"), skip_header=True),
                            XY + [Column.create("z", "int")], field_delim="\t")).check()
+
+
+def test_a_first_line_that_is_not_a_record_is_a_header_and_one_that_is_a_record_is_trained(tmp_path, caplog):
+    # DLRover's example: a header whose names differ from the columns, and a headerless part beside it.
+    (tmp_path / "part-0.csv").write_text("label,i1,c1\n1,5,a\n0,,b\n")
+    (tmp_path / "part-1.csv").write_text("0,7,c\n1,8,d\n")
+    columns = [Column.create("I0", "int32", is_label=True), Column.create("I1", "float32"),
+               Column.create("C1", "string")]
+    reader = FileReader(str(tmp_path / "part-*.csv"))
+    data = DataSetInput(_spec(reader, columns))
+    caplog.set_level("INFO", logger="elastimator")
+    assert reader.headers == [1, 0] and reader.count_data() == 4
+    features, labels = _rows(data)
+    assert labels == [1, 0, 0, 1]  # no record dropped, the header not trained
+    assert [v for batch in features for v in batch["I1"].tolist()] == [5.0, 0.0, 7.0, 8.0]
+    assert any("part-0.csv is a header (field 'I0' = 'label' is not a valid int32)" in r.getMessage()
+               for r in caplog.records)
+    assert reader.read_data_by_index_range(0, 4) == ["1,5,a", "0,,b", "0,7,c", "1,8,d"]
+    # A line that names the columns is a header even when every column is a string.
+    (tmp_path / "names.csv").write_text("a,b\nx,y\n")
+    strings = [Column.create("a", "string"), Column.create("b", "string", is_label=True)]
+    names = FileReader(str(tmp_path / "names.csv"))
+    _spec(names, strings)
+    assert names.headers == [1]
+    # Alone (no columns), a header is a non-number above a number; explicit settings always win.
+    assert FileReader(str(tmp_path / "part-0.csv")).headers == [1]
+    assert FileReader(str(tmp_path / "part-1.csv")).headers == [0]
+    assert FileReader(str(tmp_path / "part-1.csv"), skip_header=True).count_data() == 1
+
+
+def test_empty_numeric_fields_take_the_default_and_are_counted_per_column(tmp_path):
+    (tmp_path / "e.csv").write_text("1,,x,1\n,2.5,,0\n,,y,\n")
+    columns = [Column.create("a", "int64"), Column.create("b", "float32", default=-1.0),
+               Column.create("s", "string"), Column.create("label", "int32", is_label=True)]
+    data = DataSetInput(_spec(FileReader(str(tmp_path / "e.csv")), columns))
+    data.check()
+    features, labels = _rows(data)
+    assert features[0]["a"].tolist() == [1, 0, 0] and features[0]["b"].tolist() == [-1.0, 2.5, -1.0]
+    assert features[0]["s"].tolist() == [b"x", b"", b"y"] and labels == [1, 0, 0]
+    assert data.filled.counts == {"a": 2, "b": 2, "label": 1} and data.tally.count == 0
+    # Text in a numeric field is still a located error, never a number.
+    (tmp_path / "t.csv").write_text("1,2,x,1\nabc,2,x,1\n")
+    bad = DataSetInput(_spec(FileReader(str(tmp_path / "t.csv"), skip_header=False), columns, max_bad_records=1))
+    _rows(bad)
+    assert bad.tally.examples == [f"{tmp_path / 't.csv'}:2: field 'a' = 'abc' is not a valid int64"]
 
 
 def test_typed_features_defaults_and_sparse_columns(tmp_path):

@@ -35,12 +35,15 @@ def test_a_minimal_conf_gets_the_documented_defaults():
     ({"keep_checkpoint_max": -1}, "'keep_checkpoint_max' expected int >= 0"),
     ({"params": [1, 2]}, "'params' expected a dict; got list"),
     ({"classifier_class": 42}, "'classifier_class' expected a model_fn or an Estimator subclass"),
-    ({"classifier_class": dict}, "not an elastimator.Estimator subclass"),
+    ({"classifier_class": dict}, r"not an elastimator.Estimator \(tf.estimator.Estimator\) subclass"),
     ({"exporter": "biggest"}, r"exporter type expected one of \('final', 'latest', 'best'\); got 'biggest'"),
     ({"exporter": {"type": "best", "compare": None}}, r"exporter has unknown key\(s\) \['compare'\]"),
     ({"exporter": {"type": "best", "compare_fn": lambda a, b: True}}, "compare_fn must take exactly two arguments"),
     ({"train_set": {"reader": FileReader("a"), "columns": COLUMNS, "batchsize": 3}},
-     r"train_set has unknown key\(s\) \['batchsize'\]"),
+     r"train_set: unknown key\(s\) 'batchsize' \(did you mean 'batch_size'\?\)"),
+    ({"max_stpes": 100}, r"unknown key\(s\) 'max_stpes' \(did you mean 'max_steps'\?\)"),
+    ({"save_step": 100}, r"unknown key\(s\) 'save_step' \(did you mean 'save_steps'\?\)"),
+    ({"epoch": 0}, r"'epoch' expected int >= 1 or None; got int 0"),
     ({"train_set": {"columns": COLUMNS}}, "train_set needs 'reader' \\(or 'path'\\) and 'columns'"),
     ({"train_set": {"reader": FileReader("a"), "columns": COLUMNS, "epoch": 0}},
      "train_set: 'epoch' expected int > 0; got 0"),
@@ -101,16 +104,35 @@ def test_estimator_subclass_as_classifier_class():
 
     assert JobConf.from_object(_conf(classifier_class=Adaptor)).classifier_class is Adaptor
 
-    class NoModelFn(est.Estimator):
-        pass
+    class PassesAFunction(est.Estimator):  # DLRover's pattern: a module-level model_fn handed to __init__
+        def __init__(self, model_dir, config=None, params=None):
+            super().__init__(linear_model_fn, model_dir=model_dir, config=config, params=params)
 
-    with pytest.raises(ConfError, match="defines no model_fn method"):
-        JobConf.from_object(_conf(classifier_class=NoModelFn))
+    assert JobConf.from_object(_conf(classifier_class=PassesAFunction)).classifier_class is PassesAFunction
+
+
+def test_keys_that_are_not_elastimators_are_the_users_and_listed_once(caplog):
+    caplog.set_level("INFO", logger="elastimator")
+    conf = JobConf.from_object(_conf(col=list(COLUMNS), dense_features=["x"], learning_rate=0.1,
+                                     train_set={"reader": FileReader("a"), "columns": COLUMNS, "reader_fn": None}))
+    assert conf.user_keys == ("col", "dense_features", "learning_rate")
+    messages = [r.getMessage() for r in caplog.records]
+    assert "conf: keys elastimator does not use, left to your code: col, dense_features, learning_rate." in messages
+    assert "conf: train_set: keys elastimator does not use, left to your code: reader_fn." in messages
+
+
+def test_top_level_epoch_and_batch_size_are_defaults_the_data_sets_override():
+    conf = JobConf.from_object(_conf(epoch=3, batch_size=7,
+                                     eval_set={"reader": FileReader("e"), "columns": COLUMNS, "batch_size": 2}))
+    assert (conf.train_set.epoch, conf.train_set.batch_size) == (3, 7)
+    assert (conf.eval_set.epoch, conf.eval_set.batch_size) == (1, 2)  # evaluation reads its set once
+    own = JobConf.from_object(_conf(epoch=3, train_set={"reader": FileReader("a"), "columns": COLUMNS, "epoch": 10}))
+    assert own.train_set.epoch == 10
 
 
 def test_every_key_is_documented_in_the_reference_page():
     page = open(os.path.join(ROOT, "docs", "conf-reference.md")).read()
     documented = set(re.findall(r"^\| `(\w+)` \|", page, flags=re.M))
-    job_keys = {f for f in JobConf.__dataclass_fields__ if f != "name"}
+    job_keys = {f for f in JobConf.__dataclass_fields__ if f not in ("name", "user_keys")}
     exporter_keys = set(ExporterConf.__dataclass_fields__)
     assert job_keys | set(DATASET_KEYS) | exporter_keys <= documented

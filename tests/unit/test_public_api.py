@@ -17,8 +17,9 @@ def test_every_public_name_imports():
 
 def test_public_names_are_exactly_the_curated_list():
     assert sorted(elastimator.__all__) == sorted([
-        "BaselineClassifier", "BaselineRegressor", "BinaryClassHead", "DNNClassifier", "DNNLinearCombinedClassifier",
-        "DNNLinearCombinedRegressor", "DNNRegressor", "DeepFMClassifier", "Head", "HeadError", "LinearClassifier",
+        "BaselineClassifier", "BaselineEstimator", "BaselineRegressor", "BinaryClassHead", "DNNClassifier",
+        "DNNEstimator", "DNNLinearCombinedClassifier", "DNNLinearCombinedEstimator", "DNNLinearCombinedRegressor",
+        "DNNRegressor", "DeepFMClassifier", "Head", "HeadError", "LinearClassifier", "LinearEstimator",
         "LinearRegressor", "MultiClassHead", "MultiLabelHead", "RegressionHead", "premade",
         "AllOf", "AnyOf", "BestExporter", "CheckpointError", "ClusterError", "Column", "ConfError", "ConfigError",
         "ElasticReader", "ElastimatorError", "Estimator", "EstimatorSpec", "EvalPolicy", "EvalSpec",

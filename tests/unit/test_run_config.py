@@ -43,7 +43,7 @@ def test_replace_switches_checkpoint_frequency_and_keeps_cluster():
     ("save_summary_steps", "100", "save_summary_steps must be a non-negative int"),
     ("device_fn", "cpu", "device_fn must be callable"),
     ("session_config", {"allow_soft_placement": True}, "session_config must be a tf.compat.v1.ConfigProto"),
-    ("train_distribute", object(), "train_distribute .* not supported"),
+    ("train_distribute", object(), "train_distribute expected a tf.distribute.Strategy or None; got object"),
 ])
 def test_bad_fields_are_named(field, value, message):
     with pytest.raises(ConfigError, match=message):
@@ -115,3 +115,16 @@ def test_variables_go_to_ps_in_a_cluster():
             op = tf.constant(1.0) + 1.0
     assert variable.device == "/job:ps/task:0"
     assert op.device == "/job:worker/task:0"
+
+
+def test_a_one_replica_strategy_is_accepted_and_more_replicas_are_refused_with_what_to_do():
+    import tensorflow as tf
+
+    config = RunConfig(train_distribute=tf.distribute.MirroredStrategy(["/cpu:0"]))
+    assert config.train_distribute.num_replicas_in_sync == 1
+
+    class TwoReplicas:
+        num_replicas_in_sync = 2
+
+    with pytest.raises(ConfigError, match="TwoReplicas with 2 replicas.*CUDA_VISIBLE_DEVICES=0"):
+        RunConfig(eval_distribute=TwoReplicas())

@@ -5,7 +5,11 @@ After `install()`, these all resolve to elastimator:
 * `import tensorflow as tf; tf.estimator.Estimator(...)` and `tf.compat.v1.estimator...`;
 * `import tensorflow_estimator` (and `tensorflow_estimator.estimator`);
 * the private modules libraries reached into, such as
-  `from tensorflow.python.estimator.canned.head import _Head` (see `api.py` for the list).
+  `from tensorflow.python.estimator.canned.head import _Head` (see `api.py` for the list);
+* DLRover's trainer paths confs import (`dlrover.trainer.tensorflow.util.column_info.Column`,
+  `...reader.file_reader.FileReader`, `...reader.base_reader.ElasticReader`,
+  `dlrover.trainer.util.log_util.default_logger`), when DLRover itself is not installed
+  (see `dlrover.py`).
 
 Three ways to turn it on, from least to most hands-off:
 
@@ -25,7 +29,7 @@ import sys
 
 import tensorflow as tf
 
-from elastimator.compat import api
+from elastimator.compat import api, dlrover
 
 __all__ = ["install", "installed", "uninstall"]
 
@@ -35,15 +39,18 @@ _VERSION = "2.15.0"
 
 
 class _MissingModuleFinder(importlib.abc.MetaPathFinder):
-    """Turns an import of an estimator module we do not serve into an error that says so."""
+    """Turns an import of an estimator (or DLRover) module we do not serve into an error that says so."""
+
+    def __init__(self, roots: tuple[str, ...]):
+        self.roots = roots
 
     def find_spec(self, fullname, path=None, target=None):
         del path, target
-        roots = api.PRIVATE_ROOTS + (_TOP,)
-        if any(fullname == r or fullname.startswith(r + ".") for r in roots):
+        if any(fullname == r or fullname.startswith(r + ".") for r in self.roots):
             raise ModuleNotFoundError(
-                f"{fullname} is not provided by elastimator.compat: it serves tf.estimator's public API and the "
-                f"private modules listed in elastimator/compat/api.py. Import the equivalent from elastimator "
+                f"{fullname} is not provided by elastimator.compat: it serves tf.estimator's public API, the "
+                f"private modules listed in elastimator/compat/api.py and DLRover's trainer column, reader and "
+                f"logger modules (elastimator/compat/dlrover.py). Import the equivalent from elastimator "
                 f"(see docs/migration.md) or open an issue naming the module.", name=fullname)
         return None
 
@@ -66,7 +73,8 @@ def installed() -> bool:
 
 
 def install() -> None:
-    """Makes `tf.estimator`, `tensorflow_estimator` and the private estimator modules resolve to elastimator."""
+    """Makes `tf.estimator`, `tensorflow_estimator`, the private estimator modules and (without DLRover)
+    DLRover's trainer paths resolve to elastimator."""
     global _state  # pylint: disable=global-statement  # The one process-wide switch; see the module docstring.
     if _state is not None:
         return
@@ -78,6 +86,10 @@ def install() -> None:
     modules = {_TOP: top, f"{_TOP}.estimator": public["v2"], "tensorflow.estimator": public["v2"],
                "tensorflow.compat.v1.estimator": public["v1"], **api.private_modules()}
     top.python = modules[f"{_TOP}.python.estimator"]  # Lets attribute access reach it too.
+    roots = api.PRIVATE_ROOTS + (_TOP,)
+    if not dlrover.real_dlrover_installed():
+        modules.update(dlrover.modules())
+        roots += (dlrover.ROOT,)
     for name, module in modules.items():
         if name not in sys.modules:
             sys.modules[name] = module
@@ -90,7 +102,7 @@ def install() -> None:
         if attribute not in vars(owner):
             setattr(owner, attribute, value)
             state.attributes.append((owner, attribute))
-    state.finder = _MissingModuleFinder()
+    state.finder = _MissingModuleFinder(roots)
     sys.meta_path.append(state.finder)
     _state = state
 

@@ -23,6 +23,7 @@ import elastimator
 from elastimator import experimental, export, inputs, premade
 from elastimator.compat.legacy_head import _Head
 from elastimator.keras import model_to_estimator
+from elastimator.premade.v1 import V1_CANNED
 
 _HOOKS = ("CheckpointSaverHook", "CheckpointSaverListener", "FeedFnHook", "FinalOpsHook", "GlobalStepWaiterHook",
           "LoggingTensorHook", "NanLossDuringTrainingError", "NanTensorHook", "ProfilerHook", "SecondOrStepTimer",
@@ -34,9 +35,10 @@ _ENGINE = ("BestExporter", "Estimator", "EstimatorSpec", "EvalSpec", "Exporter",
            "ModeKeys", "RunConfig", "TrainSpec", "VocabInfo", "WarmStartSettings", "add_metrics",
            "train_and_evaluate")
 
-_CANNED = ("BaselineClassifier", "BaselineRegressor", "BinaryClassHead", "DNNClassifier",
-           "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "DNNRegressor", "Head", "LinearClassifier",
-           "LinearRegressor", "MultiClassHead", "MultiLabelHead", "RegressionHead")
+_CANNED = ("BaselineClassifier", "BaselineEstimator", "BaselineRegressor", "BinaryClassHead", "DNNClassifier",
+           "DNNEstimator", "DNNLinearCombinedClassifier", "DNNLinearCombinedEstimator", "DNNLinearCombinedRegressor",
+           "DNNRegressor", "Head", "LinearClassifier", "LinearEstimator", "LinearRegressor", "MultiClassHead",
+           "MultiLabelHead", "RegressionHead")
 
 
 def _module(name: str, doc: str, **attributes) -> types.ModuleType:
@@ -54,6 +56,7 @@ def _estimator_api(name: str, *, v1: bool) -> types.ModuleType:
                       regressor_parse_example_spec=premade.regressor_parse_example_spec)
     if v1:
         attributes["inputs"] = inputs
+        attributes.update(V1_CANNED)  # Losses summed over the batch, as tf.compat.v1.estimator's were.
     return _module(name, f"tf.estimator ({'v1' if v1 else 'v2'} API), served by elastimator.", **attributes)
 
 
@@ -87,11 +90,12 @@ def _private_table() -> dict[str, dict]:
         "canned.optimizers": {"get_optimizer_instance": premade.get_optimizer_instance},
         "canned.prediction_keys": {"PredictionKeys": premade.PredictionKeys},
         "canned.metric_keys": {"MetricKeys": premade.MetricKeys},
-        "canned.linear": {n: getattr(premade, n) for n in ("LinearClassifier", "LinearRegressor")},
-        "canned.dnn": {n: getattr(premade, n) for n in ("DNNClassifier", "DNNRegressor")},
-        "canned.dnn_linear_combined": {
-            n: getattr(premade, n) for n in ("DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor")},
-        "canned.baseline": {n: getattr(premade, n) for n in ("BaselineClassifier", "BaselineRegressor")},
+        "canned.linear": {n: getattr(premade, n) for n in ("LinearClassifier", "LinearRegressor", "LinearEstimator")},
+        "canned.dnn": {n: getattr(premade, n) for n in ("DNNClassifier", "DNNRegressor", "DNNEstimator")},
+        "canned.dnn_linear_combined": {n: getattr(premade, n) for n in (
+            "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "DNNLinearCombinedEstimator")},
+        "canned.baseline": {n: getattr(premade, n) for n in ("BaselineClassifier", "BaselineRegressor",
+                                                             "BaselineEstimator")},
         "head": {},
         "head.binary_class_head": {"BinaryClassHead": premade.BinaryClassHead},
         "head.multi_class_head": {"MultiClassHead": premade.MultiClassHead},

@@ -18,7 +18,7 @@ import tensorflow as tf
 from elastimator.data import reader as readers
 from elastimator.data.column import Column, check_columns
 from elastimator.data.file_reader import FileReader
-from elastimator.data.parsing import _FLOAT, _INT, SPARSE_DELIM, BadRecordTally, RecordParser
+from elastimator.data.parsing import _FLOAT, _INT, SPARSE_DELIM, BadRecordTally, FilledFields, RecordParser
 from elastimator.errors import ConfError, ElastimatorError, ReaderError
 
 logger = logging.getLogger("elastimator")
@@ -74,6 +74,8 @@ class DataSetSpec:
                                         else None)
         if explicit == SPARSE_DELIM and any(c.is_sparse for c in self.columns):
             raise ConfError(f"{where}: field_delim '|' is also the separator of sparse columns; use another.")
+        if isinstance(self.reader, FileReader):
+            self.reader.use_header_rule(_header_rule(self.columns, self.field_delim))
 
     @property
     def delimiter(self) -> str:
@@ -97,14 +99,34 @@ def _positive_int(where, key, value):
 
 def _python_field_ok(column: Column, value: str) -> bool:
     value = value.strip()
-    if not column.is_numeric:
-        return True
-    if value == "" and column.has_default:
+    if not column.is_numeric or value == "":  # An empty field takes the column's default.
         return True
     pattern = _INT if column.dtype.is_integer else _FLOAT
     if column.is_sparse:
         return all(re.fullmatch(pattern, v) for v in value.split(SPARSE_DELIM) if v)
     return re.fullmatch(pattern, value) is not None
+
+
+def _header_rule(columns: tuple[Column, ...], field_delim: str | None):
+    """Is a file's first line a header of these columns? Why, or None when it is a record."""
+    names = [c.name.lower() for c in columns]
+    numeric = [c for c in columns if c.is_numeric]
+
+    def rule(line: bytes, reader_delim: str) -> str | None:
+        fields = [f.strip() for f in line.decode("utf-8", "replace").split(field_delim or reader_delim)]
+        if [f.lower() for f in fields] == names:
+            return "it names the columns"
+        if len(fields) != len(columns):
+            # Not this data set's shape: a header only if no field is a number (else a malformed record).
+            if numeric and not any(re.fullmatch(_FLOAT, f) for f in fields):
+                return f"{len(fields)} fields and none is a number"
+            return None
+        for column, value in zip(columns, fields):
+            if not _python_field_ok(column, value):
+                return f"field {column.name!r} = {value[:40]!r} is not a valid {column.dtype.name}"
+        return None
+
+    return rule
 
 
 class DataSetInput:
@@ -124,6 +146,7 @@ class DataSetInput:
                               f"{readers.describe(spec.reader)}.")
         self._sources = self._source_names()
         self.tally = BadRecordTally(spec.max_bad_records, self._sources)
+        self.filled = FilledFields()
         self.reader_failure: ReaderError | None = None
 
     @property
@@ -161,8 +184,8 @@ class DataSetInput:
         text = first.decode("utf-8", "replace")
         fields = text.split(spec.delimiter)
         hint = ""
-        if isinstance(reader, FileReader) and not reader.skip_header:
-            hint = " If the file starts with a header line, use FileReader(..., skip_header=True)."
+        if isinstance(reader, FileReader) and reader.skip_header is False:
+            hint = " If the file starts with a header line, use FileReader(..., skip_header=True) (or None to detect it)."
         if len(fields) != len(spec.columns):
             raise ReaderError(
                 f"{spec.name}: the first record of {self._sources[0]} has {len(fields)} field(s) separated by "
@@ -181,7 +204,7 @@ class DataSetInput:
 
     def __call__(self) -> tf.data.Dataset:
         spec = self.spec
-        parser = RecordParser(spec.columns, spec.delimiter, self.tally)
+        parser = RecordParser(spec.columns, spec.delimiter, self.tally, self.filled)
         if self.feed is not None:
             # Deterministic, so each shard's batches reach the step (and the service) in order.
             tagged = self._elastic_batches().map(_tagged(parser), num_parallel_calls=tf.data.AUTOTUNE)
@@ -215,13 +238,14 @@ class DataSetInput:
         spec = self.spec
         files = reader.files
         compression = "GZIP" if reader.compressed else ""
-        header = int(reader.skip_header)
+        headers = tf.constant(reader.headers, tf.int64)
         listing = tf.data.Dataset.from_tensor_slices((tf.range(len(files), dtype=tf.int32), files))
         if spec.shuffle:
             listing = listing.shuffle(len(files), reshuffle_each_iteration=True)
         listing = listing.repeat(spec.epoch)
 
         def numbered_lines(file_id, path):
+            header = headers[file_id]
             lines = tf.data.TextLineDataset(path, compression_type=compression, buffer_size=_READ_AHEAD)
             return lines.skip(header).enumerate(start=1 + header), file_id
 
@@ -328,7 +352,9 @@ def serving_input_receiver_fn(columns) -> Callable:
     """A serving receiver for the feature columns: one input per column, never the label.
 
     Dense columns take typed values; sparse columns take their field text
-    ("a|b|c"), parsed exactly as in the files.
+    ("a|b|c"), parsed exactly as in the files. The placeholders live under
+    `serving_input/`, so a model variable named like a column (`x`) keeps its
+    name, and its checkpoint value, in the export graph.
     """
     features_only = tuple(c for c in columns if not c.is_label)
 
@@ -337,13 +363,14 @@ def serving_input_receiver_fn(columns) -> Callable:
 
         inputs, features = {}, {}
         parser = RecordParser(features_only, ",", BadRecordTally(0, ["serving"]))
-        for column in features_only:
-            if column.is_sparse:
-                inputs[column.name] = tf.compat.v1.placeholder(tf.string, [None], name=column.name)
-                features[column.name] = parser.convert(column, inputs[column.name])
-            else:
-                inputs[column.name] = tf.compat.v1.placeholder(column.dtype, [None], name=column.name)
-                features[column.name] = inputs[column.name]
+        with tf.compat.v1.name_scope("serving_input"):
+            for column in features_only:
+                if column.is_sparse:
+                    inputs[column.name] = tf.compat.v1.placeholder(tf.string, [None], name=column.name)
+                    features[column.name] = parser.convert(column, inputs[column.name])
+                else:
+                    inputs[column.name] = tf.compat.v1.placeholder(column.dtype, [None], name=column.name)
+                    features[column.name] = inputs[column.name]
         return ServingInputReceiver(features, inputs)
 
     return receiver_fn

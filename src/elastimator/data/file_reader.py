@@ -5,14 +5,35 @@ from __future__ import annotations
 import bisect
 import gzip
 import itertools
+import logging
 import os
+import re
+from typing import Callable
 
 import tensorflow as tf
 
 from elastimator.data.reader import ElasticReader
 from elastimator.errors import ReaderError
 
+logger = logging.getLogger("elastimator")
 _CHUNK = 1 << 20
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+_HEADERS_LOGGED = 3
+
+HeaderRule = Callable[[bytes, str], "str | None"]
+"""(first line, field delimiter) -> why the line is a header, or None when it is a record."""
+
+
+def looks_like_header(first: bytes, second: bytes | None, delim: str) -> str | None:
+    """The rule without columns: a field that is not a number above one that is marks a header."""
+    if second is None:
+        return None
+    above = first.decode("utf-8", "replace").split(delim)
+    below = second.decode("utf-8", "replace").split(delim)
+    for name, value in zip(above, below):
+        if value.strip() and _NUMBER.fullmatch(value.strip()) and not _NUMBER.fullmatch(name.strip()):
+            return f"{name.strip()!r} is not a number where the next line has {value.strip()!r}"
+    return None
 
 
 def _expand(path) -> list[str]:
@@ -60,22 +81,70 @@ class FileReader(ElasticReader):
 
     Args:
         path: A file, glob, directory, or list of them.
-        skip_header: Whether every file starts with a header line to skip.
+        skip_header: True: every file starts with a header line to skip. False:
+            every line is a record. None (the default): each file's first line is
+            looked at and skipped only if it is not a record — in a data set, when
+            a numeric column's field is not a number (or the line names the
+            columns); alone, when a field is not a number above one that is. Each
+            skipped header is logged. No record is dropped and no header fails the job.
         field_delim: Field separator; by default tab for .tsv files, else comma.
 
     Example:
-        >>> FileReader("data/train-*.csv", skip_header=True)
+        >>> FileReader("data/train-*.csv")                    # headers found and skipped
+        >>> FileReader("data/part-*.csv", skip_header=False)  # every line is a record
     """
 
-    def __init__(self, path, skip_header: bool = False, field_delim: str | None = None):
+    def __init__(self, path, skip_header: bool | None = None, field_delim: str | None = None):
         super().__init__(path=path)
-        if not isinstance(skip_header, bool):
-            raise ReaderError(f"FileReader: skip_header must be True or False; got {skip_header!r}.")
+        if skip_header is not None and not isinstance(skip_header, bool):
+            raise ReaderError(f"FileReader: skip_header must be True, False or None (look at each file's first "
+                              f"line); got {skip_header!r}.")
         self.skip_header = skip_header
         self._field_delim = field_delim
         self._files: list[str] | None = None
+        self._headers: list[int] | None = None
+        self._header_rule: HeaderRule | None = None
         self._offsets: list[int] | None = None
         self._line_starts: dict[int, list[int]] = {}
+
+    def use_header_rule(self, rule: HeaderRule) -> None:
+        """Decide whether first lines are headers with `rule` (a data set's columns) instead of by shape alone."""
+        if rule is not self._header_rule:
+            self._header_rule = rule
+            self._headers = self._offsets = None
+            self._line_starts = {}
+
+    @property
+    def headers(self) -> list[int]:
+        """Header lines (0 or 1) at the start of each file, decided once."""
+        if self._headers is None:
+            if self.skip_header is not None:
+                self._headers = [int(self.skip_header)] * len(self.files)
+            else:
+                self._headers = self._find_headers()
+        return self._headers
+
+    def _find_headers(self) -> list[int]:
+        headers, logged = [], 0
+        for path in self.files:
+            with _open(path) as f:
+                lines = [line.rstrip(b"\r\n") for line in itertools.islice(f, 2)]
+            if not lines:
+                headers.append(0)
+                continue
+            if self._header_rule is not None:
+                why = self._header_rule(lines[0], self.field_delim)
+            else:
+                why = looks_like_header(lines[0], lines[1] if len(lines) > 1 else None, self.field_delim)
+            headers.append(int(why is not None))
+            if why is not None and logged < _HEADERS_LOGGED:
+                logger.info("%s: the first line of %s is a header (%s), not a record; skipped: %r", self.describe(),
+                            path, why, lines[0][:120].decode("utf-8", "replace"))
+                logged += 1
+        if sum(headers) > logged:
+            logger.info("%s: %d more file(s) start with a header line; skipped.", self.describe(),
+                        sum(headers) - logged)
+        return headers
 
     def describe(self) -> str:
         return f"FileReader({self.path!r})"
@@ -108,7 +177,7 @@ class FileReader(ElasticReader):
 
     def record_counts(self) -> list[int]:
         """Records per file (header lines excluded)."""
-        return [max(0, _count_lines(f) - self.skip_header) for f in self.files]
+        return [max(0, _count_lines(f) - header) for f, header in zip(self.files, self.headers)]
 
     def count_data(self) -> int:
         counts = self.record_counts()
@@ -126,7 +195,7 @@ class FileReader(ElasticReader):
                 for line in f:
                     starts.append(position)
                     position += len(line)
-            self._line_starts[file_no] = starts[self.skip_header:]
+            self._line_starts[file_no] = starts[self.headers[file_no]:]
         return self._line_starts[file_no]
 
     def read_data_by_index_range(self, start_index: int, end_index: int) -> list[str]:
@@ -154,7 +223,8 @@ class FileReader(ElasticReader):
         starts = self._starts(file_no)
         with _open(self.files[file_no]) as f:
             if starts is None:
-                lines = itertools.islice(f, first + self.skip_header, first + self.skip_header + take)
+                header = self.headers[file_no]
+                lines = itertools.islice(f, first + header, first + header + take)
                 return [line.rstrip(b"\r\n") for line in lines]
             f.seek(starts[first])
             end = starts[first + take] if first + take < len(starts) else None
@@ -164,9 +234,9 @@ class FileReader(ElasticReader):
 
     def first_record(self) -> bytes | None:
         """The first data line of the first non-empty file (for checks before training)."""
-        for path in self.files:
+        for path, header in zip(self.files, self.headers):
             with _open(path) as f:
-                lines = itertools.islice(f, self.skip_header, self.skip_header + 1)
+                lines = itertools.islice(f, header, header + 1)
                 for line in lines:
                     return line.rstrip(b"\r\n")
         return None

@@ -4,7 +4,9 @@ A batch of lines is split, checked and converted with a handful of vectorized
 ops. Records with the wrong number of fields, or a field that is not a number
 where the column wants one, are never turned into zeros: they are counted and
 reported (file and line) by a `BadRecordTally`, and either skipped (up to its
-limit) or the input stops with a `ReaderError`.
+limit) or the input stops with a `ReaderError`. An empty field takes its column's
+default, as `decode_csv`'s record defaults do (0 for a numeric column without
+one); `FilledFields` counts those per column, so the job can say how many.
 """
 
 from __future__ import annotations
@@ -80,6 +82,28 @@ class BadRecordTally:
         return f"{self.count} malformed record(s) skipped" if self.count else "no malformed records"
 
 
+class FilledFields:
+    """How many empty fields took their column's default, per column (as read; a replayed batch counts again)."""
+
+    def __init__(self):
+        self.counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def add(self, names: Sequence[str], counts) -> None:
+        with self._lock:
+            for name, count in zip(names, counts):
+                if count:
+                    self.counts[name] = self.counts.get(name, 0) + int(count)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def summary(self) -> str:
+        """E.g. "I1: 40, I3: 80" (columns with at least one filled field), or "none"."""
+        return ", ".join(f"{name}: {count}" for name, count in sorted(self.counts.items())) or "none"
+
+
 def _valid_utf8(texts: tf.Tensor) -> tf.Tensor:
     """True where the bytes are valid UTF-8: transcoding them changes nothing."""
     return tf.equal(tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace"), texts)
@@ -88,12 +112,21 @@ def _valid_utf8(texts: tf.Tensor) -> tf.Tensor:
 class RecordParser:
     """Turns batches of (source id, line number, text) into (features, labels)."""
 
-    def __init__(self, columns: Sequence[Column], field_delim: str, tally: BadRecordTally):
+    def __init__(self, columns: Sequence[Column], field_delim: str, tally: BadRecordTally,
+                 filled: FilledFields | None = None):
         self.columns = tuple(columns)
         self.delim = field_delim
         self.tally = tally
+        self.filled = filled
         self._label = next((c for c in self.columns if c.is_label), None)
         self._has_strings = any(not c.is_numeric for c in self.columns)
+        # Columns where an empty field becomes a value (a sparse field becomes an empty list instead).
+        self._fillable = [j for j, c in enumerate(self.columns)
+                          if not c.is_sparse and (c.is_numeric or c.has_default)]
+
+    def _count_filled(self, counts: np.ndarray) -> np.int32:
+        self.filled.add([self.columns[j].name for j in self._fillable], counts)
+        return np.int32(0)
 
     def _report(self, sources, lines, counts, encodings_ok, bad_columns, texts):
         self.tally.record(sources.numpy(), lines.numpy(), counts.numpy(), encodings_ok.numpy(), bad_columns.numpy(),
@@ -114,8 +147,8 @@ class RecordParser:
                 if column.is_sparse:
                     pattern = f"(({pattern})(\\{SPARSE_DELIM}({pattern}))*)?"
                 ok = tf.strings.regex_full_match(value, pattern)
-                if column.has_default:
-                    ok = ok | tf.equal(value, "")
+                if not column.is_sparse:
+                    ok = ok | tf.equal(value, "")  # Takes the column's default (0 without one).
             checks.append(ok)
         return tf.stack(checks, axis=1)
 
@@ -131,9 +164,8 @@ class RecordParser:
             if column.has_default:
                 value = tf.where(tf.equal(value, ""), column.default, value)
             return value
-        if column.has_default:
-            value = tf.where(tf.equal(value, ""), str(column.default), value)
-        return tf.strings.to_number(value, out_type=column.dtype)
+        default = str(column.default) if column.has_default else "0"
+        return tf.strings.to_number(tf.where(tf.equal(value, ""), default, value), out_type=column.dtype)
 
     def __call__(self, sources: tf.Tensor, line_numbers: tf.Tensor, texts: tf.Tensor):
         texts = tf.strings.regex_replace(texts, "\r$", "")
@@ -158,6 +190,14 @@ class RecordParser:
         reported = tf.cond(tf.size(bad) > 0, report, lambda: tf.constant(0))
         with tf.control_dependencies([reported]):
             good = tf.boolean_mask(fields, ok)
+        if self.filled is not None and self._fillable:
+            empty = tf.equal(tf.gather(good, self._fillable, axis=1), "")
+            counts = tf.reduce_sum(tf.cast(empty, tf.int64), axis=0)
+            counted = tf.cond(tf.reduce_any(empty),
+                              lambda: tf.numpy_function(self._count_filled, [counts], tf.int32, stateful=True),
+                              lambda: tf.constant(0))
+            with tf.control_dependencies([counted]):
+                good = tf.identity(good)
         features = {}
         labels = None
         for j, column in enumerate(self.columns):

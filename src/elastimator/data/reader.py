@@ -31,9 +31,12 @@ class ElasticReader(abc.ABC):
         ...         return [f"{i},{i * i}" for i in range(start_index, end_index)]
     """
 
+    # Class-level defaults: a subclass may set `_data_nums` before calling `super().__init__()`, or never call it.
+    path = None
+    _data_nums: int | None = None
+
     def __init__(self, path: str | None = None):
         self.path = path
-        self._data_nums: int | None = None
 
     @abc.abstractmethod
     def count_data(self):

@@ -96,9 +96,14 @@ class Estimator:
         return self._config
 
     @property
-    def run_config(self) -> RunConfig:
-        """The config, under the name DLRover adaptors use (`self.run_config`)."""
-        return self._config
+    def run_config(self):
+        """The config, under the name DLRover adaptors use; an adaptor may set it (`self.run_config = config`)."""
+        return self.__dict__.get("_run_config", self.__dict__.get("_config"))
+
+    @run_config.setter
+    def run_config(self, value) -> None:
+        # tf.estimator had no such attribute, so a subclass setting it (even before __init__) owns the value.
+        self.__dict__["_run_config"] = value
 
     @property
     def params(self) -> dict:

@@ -65,7 +65,9 @@ def evaluate(
     """Evaluates the model on `input_fn` (until it ends, or for `steps` batches).
 
     Returns:
-        A dict of metric name -> value, with "loss" and "global_step".
+        A dict of metric name -> value (numpy scalars, as tf.estimator returned), with "loss" and
+        "global_step". The values are also logged through TensorFlow's logger
+        ("Saving dict for global step N: ...") and written as events to eval_dir(name).
     """
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0):
         raise ConfigError(f"evaluate: steps must be a positive int or None; got {steps!r}.")
@@ -90,15 +92,17 @@ def evaluate(
                 session.run(update)
                 batches += 1
         results = dict(final.final_ops_values)
-    results = {k: _plain(v) for k, v in results.items()}
-    logger.info("Evaluation of %s over %d batches: %s", checkpoint or "an initialized model", batches,
-                ", ".join(f"{k} = {v}" for k, v in sorted(results.items()) if not isinstance(v, bytes)))
-    write_eval_summaries(eval_dir(model_dir, name), int(results[GLOBAL_STEP_KEY]), results)
-    return results
+    text = ", ".join(f"{k} = {_plain(v)}" for k, v in sorted(results.items()) if not isinstance(v, bytes))
+    step = int(results[GLOBAL_STEP_KEY])
+    logger.info("Evaluation of %s over %d batches: %s", checkpoint or "an initialized model", batches, text)
+    # What tf.estimator logged, through TensorFlow's logger, for programs that read or grep it.
+    tf.compat.v1.logging.info("Saving dict for global step %d: %s", step, text)
+    write_eval_summaries(eval_dir(model_dir, name), step, results)
+    return results  # numpy values, as tf.estimator returned them
 
 
 def _plain(value):
-    """numpy scalars -> Python numbers; arrays and bytes stay as they are."""
+    """numpy scalars -> Python numbers (for text); arrays and bytes stay as they are."""
     if isinstance(value, np.generic):
         return value.item()
     return value

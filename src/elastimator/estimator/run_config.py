@@ -262,13 +262,15 @@ class RunConfig:
     log_step_count_steps: int | None = 100
     """Log loss and steps/s every N steps (None or 0: never)."""
     train_distribute: Any = None
-    """Accepted for compatibility; elastimator distributes with parameter servers (see TF_CONFIG)."""
+    """A `tf.distribute` strategy with one replica (e.g. `MirroredStrategy()` on a machine with one device)
+    trains on that device, as tf.estimator did; several replicas are refused (elastimator distributes with
+    parameter servers: see TF_CONFIG and `elastimator launch`)."""
     device_fn: Callable[[Any], str] | None = None
     """Op -> device function; defaults to a replica device setter when the cluster has ps tasks."""
     protocol: str | None = None
     """Server protocol (None means "grpc")."""
     eval_distribute: Any = None
-    """Accepted for compatibility; must be None."""
+    """As `train_distribute`, for evaluation."""
     experimental_distribute: Any = None
     """Accepted for compatibility; must be None."""
     experimental_max_worker_delay_secs: int | None = None
@@ -324,12 +326,13 @@ class RunConfig:
             )
         if self.protocol not in (None, "grpc", "grpc+verbs"):
             raise ConfigError(f"RunConfig: protocol must be None, 'grpc' or 'grpc+verbs'; got {self.protocol!r}.")
-        for name in ("train_distribute", "eval_distribute", "experimental_distribute"):
-            if getattr(self, name) is not None:
-                raise ConfigError(
-                    f"RunConfig: {name} (tf.distribute strategies) is not supported; elastimator "
-                    "distributes training with parameter servers from TF_CONFIG. Leave it None."
-                )
+        for name in ("train_distribute", "eval_distribute"):
+            _check_strategy(name, getattr(self, name))
+        if self.experimental_distribute is not None:
+            raise ConfigError(
+                "RunConfig: experimental_distribute (tf.distribute strategies) is not supported; elastimator "
+                "distributes training with parameter servers from TF_CONFIG. Leave it None."
+            )
         tf_config = read_tf_config() if self.tf_config is None else dict(self.tf_config)
         object.__setattr__(self, "tf_config", tf_config)
         object.__setattr__(self, "cluster", parse_cluster(tf_config))
@@ -379,6 +382,22 @@ class RunConfig:
         if "save_checkpoints_secs" in changes and "save_checkpoints_steps" not in changes:
             changes["save_checkpoints_steps"] = None if changes["save_checkpoints_secs"] is not None else USE_DEFAULT
         return dataclasses.replace(self, **changes)
+
+
+def _check_strategy(name: str, strategy: Any) -> None:
+    """A strategy of one replica runs as plain training on its device; more replicas are refused."""
+    if strategy is None:
+        return
+    replicas = getattr(strategy, "num_replicas_in_sync", None)
+    if not isinstance(replicas, int):
+        raise ConfigError(f"RunConfig: {name} expected a tf.distribute.Strategy or None; got "
+                          f"{type(strategy).__name__}.")
+    if replicas != 1:
+        raise ConfigError(
+            f"RunConfig: {name} is a {type(strategy).__name__} with {replicas} replicas; elastimator trains one "
+            "replica per process and distributes with parameter servers (TF_CONFIG, `elastimator launch`). Use "
+            "one device (e.g. CUDA_VISIBLE_DEVICES=0), or a parameter-server cluster for several."
+        )
 
 
 def _check_optional_int(name: str, value: Any) -> None:

@@ -1,18 +1,21 @@
 """Job confs: a plain Python class or module that declares a whole training job.
 
 `load_conf("pkg.module.Class")`, `load_conf("path/to/conf.py")` or
-`load_conf("path/to/conf.py:Class")` imports it; `JobConf.from_object` checks it
-as a whole — unknown keys, wrong types, inconsistent settings — before anything
-runs. docs/conf-reference.md documents every key.
+`load_conf("path/to/conf.py:Class")` imports it (with `tf.estimator` and DLRover's
+trainer paths resolvable, so DLRover confs import unedited); `JobConf.from_object`
+checks it as a whole — wrong types, inconsistent settings, misspelled keys — before
+anything runs. Other keys (column lists, feature names, model hyperparameters) are
+the user's own: they are listed once in the log and left alone.
+docs/conf-reference.md documents every key.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import importlib
 import importlib.util
 import inspect
+import logging
 import os
 import sys
 import types
@@ -23,6 +26,8 @@ from elastimator.data.file_reader import FileReader
 from elastimator.errors import ConfError, ConfigError, ElastimatorError
 from elastimator.estimator.estimator import Estimator
 from elastimator.training.exporters import BestExporter, Exporter, FinalExporter, LatestExporter, loss_smaller
+
+logger = logging.getLogger("elastimator")
 
 _EXPORTER_TYPES = ("final", "latest", "best")
 DATASET_KEYS = {
@@ -35,7 +40,7 @@ DATASET_KEYS = {
     "shuffle": "bool",
     "shuffle_buffer_size": "int > 0",
     "max_bad_records": "int >= 0",
-    "skip_header": "bool (with 'path')",
+    "skip_header": "bool, or None to detect a header line (with 'path')",
     "shard_size": "int > 0 or None",
 }
 
@@ -79,6 +84,8 @@ class JobConf:
     """Hyperparameters passed to model_fn."""
     batch_size: int | None = None
     """Default batch size for data sets that do not set one (else 128)."""
+    epoch: int | None = 1
+    """Default passes over train_set when it does not set its own 'epoch' (None: repeat until max_steps)."""
     max_steps: int | None = None
     """Stop training at this global step (None: when the training data ends)."""
     save_steps: int | None = None
@@ -105,6 +112,8 @@ class JobConf:
     """Seed for the graph and Keras initializers."""
     name: str = "job"
     """The conf's name (set by load_conf)."""
+    user_keys: tuple[str, ...] = ()
+    """The conf's other keys (columns, feature lists, hyperparameters): the user's, not elastimator's."""
 
     @classmethod
     def from_object(cls, conf: Any, name: str | None = None) -> "JobConf":
@@ -114,19 +123,14 @@ class JobConf:
             ConfError: naming the key, what it expected and what it got.
         """
         raw = _settings(conf)
-        known = {f.name for f in dataclasses.fields(cls) if f.name != "name"}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            hints = []
-            for key in unknown:
-                close = difflib.get_close_matches(key, known, n=1)
-                hints.append(f"{key!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-            raise ConfError(f"conf: unknown key(s) {', '.join(hints)}. Known keys: {', '.join(sorted(known))}.")
+        known = {f.name for f in dataclasses.fields(cls) if f.name not in ("name", "user_keys")}
+        user_keys = _user_keys("conf", raw, known)
+        raw = {k: v for k, v in raw.items() if k not in user_keys}
         for key in ("classifier_class", "train_set"):
             if key not in raw:
                 raise ConfError(f"conf: {key!r} is required.")
         _check_classifier(raw["classifier_class"])
-        for key in ("batch_size", "max_steps", "save_steps", "save_secs", "eval_steps", "eval_every_steps",
+        for key in ("batch_size", "epoch", "max_steps", "save_steps", "save_secs", "eval_steps", "eval_every_steps",
                     "tf_random_seed"):
             _check_int(key, raw.get(key), allow_none=True, minimum=0 if key == "tf_random_seed" else 1)
         for key in ("keep_checkpoint_max", "log_steps", "steps_per_execution", "eval_throttle_secs",
@@ -143,16 +147,57 @@ class JobConf:
             raise ConfError(f"conf: 'params' expected a dict; got {type(raw['params']).__name__}.")
         batch_size = raw.get("batch_size")
         values = dict(raw)
-        values["train_set"] = _dataset("train_set", raw["train_set"], batch_size, need_label=True)
+        values["train_set"] = _dataset("train_set", raw["train_set"], batch_size, need_label=True,
+                                       epoch=raw.get("epoch", 1))
         if raw.get("eval_set") is not None:
-            values["eval_set"] = _dataset("eval_set", raw["eval_set"], batch_size, need_label=True)
+            # Evaluation reads its set once unless the set says otherwise; the top-level epoch is for training.
+            values["eval_set"] = _dataset("eval_set", raw["eval_set"], batch_size, need_label=True, epoch=1)
             _check_same_features(values["train_set"], values["eval_set"])
         if "exporter" in raw:
             values["exporter"] = _exporter(raw["exporter"])
         if values.get("model_dir") is not None:
             values["model_dir"] = os.fspath(values["model_dir"])
         values["params"] = dict(raw.get("params") or {})
-        return cls(name=name or getattr(conf, "__name__", "job"), **values)
+        return cls(name=name or getattr(conf, "__name__", "job"), user_keys=tuple(sorted(user_keys)), **values)
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Edits (insert, delete, substitute, swap two neighbours) that turn a into b."""
+    previous2, previous = None, list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                current[j] = min(current[j], previous2[j - 2] + 1)
+        previous2, previous = previous, current
+    return previous[-1]
+
+
+def near_miss(key: str, known) -> str | None:
+    """The known key `key` looks like a misspelling of (one or two edits away, ignoring case), or None."""
+    folded = key.lower().replace("-", "_")
+    best = None
+    for candidate in sorted(known):
+        distance = _edit_distance(folded, candidate)
+        allowed = 1 if len(candidate) <= 5 else 2
+        if distance <= allowed and (best is None or distance < best[0]):
+            best = (distance, candidate)
+    return best[1] if best else None
+
+
+def _user_keys(where: str, raw: Mapping[str, Any], known) -> set[str]:
+    """The keys of `raw` that are the user's own; a key that looks like a misspelled known key is an error."""
+    unknown = sorted(set(raw) - set(known))
+    misspelled = [(key, near_miss(key, known)) for key in unknown]
+    misspelled = [(key, close) for key, close in misspelled if close is not None]
+    if misspelled:
+        hints = ", ".join(f"{key!r} (did you mean {close!r}?)" for key, close in misspelled)
+        raise ConfError(f"{where}: unknown key(s) {hints}. Rename it to the known key, or give your own key a "
+                        f"name further from elastimator's. Known keys: {', '.join(sorted(known))}.")
+    if unknown:
+        logger.info("%s: keys elastimator does not use, left to your code: %s.", where, ", ".join(unknown))
+    return set(unknown)
 
 
 def _settings(conf: Any) -> dict[str, Any]:
@@ -188,38 +233,37 @@ def _check_int(key: str, value, allow_none: bool, minimum: int) -> None:
 
 
 def _check_classifier(value) -> None:
+    """A model_fn, or any Estimator subclass (its model_fn is checked when it is constructed)."""
     if inspect.isclass(value):
         if not issubclass(value, Estimator):
             raise ConfError(
                 f"conf: 'classifier_class' is the class {value.__name__}, which is not an elastimator.Estimator "
-                "subclass. Subclass elastimator.Estimator and define model_fn(self, features, labels, mode, "
-                "params), or set classifier_class to a model_fn function."
+                "(tf.estimator.Estimator) subclass. Subclass it and define model_fn(self, features, labels, mode, "
+                "params) or pass a model_fn to its __init__, or set classifier_class to a model_fn function."
             )
-        if value.model_fn is Estimator.model_fn:
-            raise ConfError(f"conf: 'classifier_class' {value.__name__} defines no model_fn method.")
         return
     if not callable(value):
         raise ConfError(f"conf: 'classifier_class' expected a model_fn or an Estimator subclass; got {value!r}.")
 
 
-def _dataset(key: str, value, batch_size: int | None, need_label: bool) -> DataSetSpec:
+def _dataset(key: str, value, batch_size: int | None, need_label: bool, epoch: int | None) -> DataSetSpec:
+    """The typed data set; its own keys win over the conf's top-level `batch_size` and `epoch`."""
     if isinstance(value, DataSetSpec):
         return value
     if not isinstance(value, Mapping):
         raise ConfError(f"conf: {key!r} expected a dict with 'reader' and 'columns'; got {type(value).__name__}.")
-    unknown = sorted(set(value) - set(DATASET_KEYS))
-    if unknown:
-        raise ConfError(f"conf: {key} has unknown key(s) {unknown}; expected some of {sorted(DATASET_KEYS)}.")
-    entries = dict(value)
+    user_keys = _user_keys(f"conf: {key}", value, DATASET_KEYS)
+    entries = {k: v for k, v in value.items() if k not in user_keys}
     if "reader" in entries and "path" in entries:
         raise ConfError(f"conf: {key} sets both 'reader' and 'path'; set one.")
     if "path" in entries:
-        entries["reader"] = FileReader(entries.pop("path"), skip_header=entries.pop("skip_header", False))
+        entries["reader"] = FileReader(entries.pop("path"), skip_header=entries.pop("skip_header", None))
     elif "skip_header" in entries:
         raise ConfError(f"conf: {key}['skip_header'] only applies with 'path'; pass it to FileReader(...) instead.")
     if "reader" not in entries or "columns" not in entries:
         raise ConfError(f"conf: {key} needs 'reader' (or 'path') and 'columns'.")
     entries.setdefault("batch_size", batch_size or 128)
+    entries.setdefault("epoch", epoch)
     try:
         return DataSetSpec(name=key, need_label=need_label, **entries)
     except ElastimatorError:
@@ -274,6 +318,10 @@ def load_conf(target: str) -> JobConf:
 
 
 def _import(target: str):
+    # Confs and their model code import tf.estimator, tensorflow_estimator or DLRover's trainer paths.
+    from elastimator import compat  # pylint: disable=import-outside-toplevel  # compat imports every layer
+
+    compat.install()
     path, _, attr = target.partition(":")
     if path.endswith(".py"):
         if not os.path.isfile(path):

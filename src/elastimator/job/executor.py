@@ -20,9 +20,11 @@ from elastimator.data.dataset import DataSetInput, serving_input_receiver_fn
 from elastimator.elastic.feed import ServiceConfig, ShardFeed, ShardReportHook, ShardRestoreHook, ShardSealListener
 from elastimator.elastic.service import ShardClient, ShardServer, serve
 from elastimator.elastic.shards import DatasetSpec
+from elastimator.errors import ConfError
 from elastimator.estimator import checkpoints
 from elastimator.estimator.estimator import Estimator
 from elastimator.estimator.run_config import RunConfig, TaskType
+from elastimator.job import data_report
 from elastimator.job.conf import ExporterConf, JobConf
 from elastimator.job.progress import ProgressHook
 from elastimator.training.exporters import Exporter
@@ -41,7 +43,16 @@ class JobResult:
     global_step: int
     metrics: Mapping[str, Any] | None
     exports: Sequence[str]
-    bad_records: Mapping[str, int]
+    data_sets: Mapping[str, dict]
+    """Per data set: "bad_records" skipped and "filled_fields" (column -> empty fields given the default)."""
+
+    @property
+    def bad_records(self) -> dict[str, int]:
+        return {name: data["bad_records"] for name, data in self.data_sets.items()}
+
+    @property
+    def filled_fields(self) -> dict[str, dict[str, int]]:
+        return {name: data["filled_fields"] for name, data in self.data_sets.items()}
 
 
 def run_config(conf: JobConf, tf_config: Mapping | None = None) -> RunConfig:
@@ -59,11 +70,29 @@ def run_config(conf: JobConf, tf_config: Mapping | None = None) -> RunConfig:
 
 
 def build_estimator(conf: JobConf, config: RunConfig) -> Estimator:
-    """The conf's classifier: an Estimator subclass instance, or an Estimator over a model_fn."""
+    """The conf's classifier: an Estimator subclass instance, or an Estimator over a model_fn.
+
+    A subclass gets `model_dir`, `config` and `params` by name when its `__init__`
+    has parameters of those names (Estimator's own does), and otherwise in that
+    order, as DLRover's trainer passed them: `classifier_class(model_dir, config, params)`.
+    """
     params = dict(conf.params) or None
-    if inspect.isclass(conf.classifier_class):
-        return conf.classifier_class(model_dir=config.model_dir, config=config, params=params)
-    return Estimator(conf.classifier_class, model_dir=config.model_dir, config=config, params=params)
+    cls = conf.classifier_class
+    if not inspect.isclass(cls):
+        return Estimator(cls, model_dir=config.model_dir, config=config, params=params)
+    offered = {"model_dir": config.model_dir, "config": config, "params": params}
+    signature = inspect.signature(cls)
+    if set(offered) <= set(signature.parameters):
+        return cls(**offered)
+    try:
+        signature.bind(*offered.values())
+    except TypeError as e:
+        raise ConfError(
+            f"conf: 'classifier_class' {cls.__name__}{signature} cannot be constructed as "
+            f"{cls.__name__}(model_dir, config, params) ({e}). Give its __init__ the parameters "
+            "(model_dir, config=None, params=None), as DLRover's trainer expects."
+        ) from None
+    return cls(*offered.values())
 
 
 def build_exporter(conf: JobConf) -> Exporter:
@@ -180,6 +209,12 @@ def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: b
                 elastic.server.drain(timeout_secs=max(60.0, 3 * elastic.server.service.worker_timeout_secs))
                 elastic.server.stop()
     step = checkpoints.global_step_of(estimator.latest_checkpoint())
-    bad = {d.spec.name: d.tally.count for d in inputs}
+    report = data_report.of_inputs(inputs)
+    if config.task_type != TaskType.PS:
+        data_report.write(estimator.model_dir, _task_name(config), report)
     return JobResult(model_dir=estimator.model_dir, global_step=step, metrics=metrics,
-                     exports=[p.decode() if isinstance(p, bytes) else p for p in exports], bad_records=bad)
+                     exports=[p.decode() if isinstance(p, bytes) else p for p in exports], data_sets=report)
+
+
+def _task_name(config: RunConfig) -> str:
+    return f"{config.task_type}-{config.task_id}" if config.cluster.cluster_spec.as_dict() else "local"

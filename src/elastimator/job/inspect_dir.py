@@ -8,10 +8,12 @@ import json
 import os
 from typing import Mapping
 
+import numpy as np
 import tensorflow as tf
 
 from elastimator.errors import ModelDirError
 from elastimator.estimator import checkpoints
+from elastimator.job import data_report
 from elastimator.training.exporters import exports_in, read_eval_events
 
 
@@ -23,6 +25,8 @@ class ModelDirSummary:
     """eval dir name -> the metrics of its newest evaluation."""
     exports: dict[str, list[str]]
     training_done: dict | None
+    data_sets: dict[str, dict] = dataclasses.field(default_factory=dict)
+    """Per data set, added up over processes: bad records skipped, empty fields filled (job/data_report.py)."""
 
 
 def inspect_model_dir(model_dir: str) -> ModelDirSummary:
@@ -42,7 +46,8 @@ def inspect_model_dir(model_dir: str) -> ModelDirSummary:
     exports = {os.path.basename(d): exports_in(d) for d in sorted(glob.glob(os.path.join(model_dir, "export", "*")))}
     done_path = os.path.join(model_dir, "train_done.json")
     done = json.load(open(done_path)) if os.path.exists(done_path) else None
-    return ModelDirSummary(model_dir, found, evaluations, {k: v for k, v in exports.items() if v}, done)
+    return ModelDirSummary(model_dir, found, evaluations, {k: v for k, v in exports.items() if v}, done,
+                           data_report.read(model_dir))
 
 
 def table(rows: list[tuple[str, str]]) -> str:
@@ -54,7 +59,7 @@ def table(rows: list[tuple[str, str]]) -> str:
 
 
 def _number(value) -> str:
-    return f"{value:.6g}" if isinstance(value, float) else str(value)
+    return f"{value:.6g}" if isinstance(value, (float, np.floating)) else str(value)
 
 
 def metrics_rows(metrics: Mapping) -> list[tuple[str, str]]:
@@ -80,4 +85,7 @@ def render(summary: ModelDirSummary) -> str:
         lines.append(f"exports '{name}' ({len(paths)}): newest {paths[-1]}")
     if not summary.exports:
         lines.append("exports: none")
+    if summary.data_sets:
+        lines.append("data (all processes, last run of each):")
+        lines.append(table(data_report.rows(summary.data_sets)))
     return "\n".join(lines)

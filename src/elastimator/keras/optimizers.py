@@ -38,22 +38,25 @@ _UNSUPPORTED_IF_SET = ("weight_decay", "clipnorm", "global_clipnorm", "clipvalue
                        "gradient_accumulation_steps", "loss_scale_factor")
 
 
-def optimizer_factory(keras_optimizer) -> Callable[[], tf.compat.v1.train.Optimizer]:
-    """A factory of the graph-mode twin of `keras_optimizer`, checked now (eagerly), built per graph."""
+def optimizer_factory(keras_optimizer, where: str = "model_to_estimator") -> Callable[[], tf.compat.v1.train.Optimizer]:
+    """A factory of the graph-mode twin of `keras_optimizer`, checked now (eagerly), built per graph.
+
+    `where` starts the error messages (who was given the optimizer).
+    """
     name = type(keras_optimizer).__name__
     if name not in _BUILDERS:
         raise ConfigError(
-            f"model_to_estimator: the model is compiled with optimizer {name}, which has no graph-mode equivalent; "
+            f"{where}: the optimizer is {name}, which has no graph-mode equivalent; "
             f"expected one of {sorted(_BUILDERS)}. Compile with one of those, or pass optimizer= a "
             "tf.compat.v1.train.Optimizer."
         )
     config: dict[str, Any] = keras_optimizer.get_config()
     if isinstance(config.get("learning_rate"), dict):
-        raise ConfigError(f"model_to_estimator: {name} uses a learning-rate schedule, which does not carry over to "
+        raise ConfigError(f"{where}: {name} uses a learning-rate schedule, which does not carry over to "
                           "graph mode; compile with a float learning rate, or pass optimizer= a "
                           "tf.compat.v1.train.Optimizer with tf.compat.v1.train.*_decay.")
     set_ = [key for key in _UNSUPPORTED_IF_SET if config.get(key)]
     if set_:
-        raise ConfigError(f"model_to_estimator: {name} sets {set_}, which the graph-mode {name} does not support; "
+        raise ConfigError(f"{where}: {name} sets {set_}, which the graph-mode {name} does not support; "
                           "compile without them, or pass optimizer= a tf.compat.v1.train.Optimizer.")
     return lambda: _BUILDERS[name](config)

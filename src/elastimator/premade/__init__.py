@@ -6,31 +6,39 @@ compute logits from feature columns and hand them to a head. Everything here
 uses only the public engine (`Estimator`, `EstimatorSpec`, `export`).
 """
 
-from elastimator.premade.baseline import BaselineClassifier, BaselineRegressor
+from elastimator.premade.baseline import BaselineClassifier, BaselineEstimator, BaselineRegressor
 from elastimator.premade.canned import CannedEstimator
 from elastimator.premade.classification import BinaryClassHead, MultiClassHead, MultiLabelHead
 from elastimator.premade.deepfm import DeepFMClassifier
-from elastimator.premade.dnn import DNNClassifier, DNNRegressor
+from elastimator.premade.dnn import DNNClassifier, DNNEstimator, DNNRegressor
 from elastimator.premade.features import classifier_parse_example_spec, regressor_parse_example_spec
 from elastimator.premade.head import Head
 from elastimator.premade.keys import MetricKeys, PredictionKeys, SignatureKeys
-from elastimator.premade.linear import LinearClassifier, LinearRegressor
+from elastimator.premade.linear import LinearClassifier, LinearEstimator, LinearRegressor
 from elastimator.premade.optimizers import get_optimizer_instance
 from elastimator.premade.regression import RegressionHead
-from elastimator.premade.wide_deep import DNNLinearCombinedClassifier, DNNLinearCombinedRegressor
+from elastimator.premade.wide_deep import (
+    DNNLinearCombinedClassifier,
+    DNNLinearCombinedEstimator,
+    DNNLinearCombinedRegressor,
+)
 
 __all__ = [
     "BaselineClassifier",
+    "BaselineEstimator",
     "BaselineRegressor",
     "BinaryClassHead",
     "CannedEstimator",
     "DNNClassifier",
+    "DNNEstimator",
     "DNNLinearCombinedClassifier",
+    "DNNLinearCombinedEstimator",
     "DNNLinearCombinedRegressor",
     "DNNRegressor",
     "DeepFMClassifier",
     "Head",
     "LinearClassifier",
+    "LinearEstimator",
     "LinearRegressor",
     "MetricKeys",
     "MultiClassHead",

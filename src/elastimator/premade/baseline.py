@@ -69,3 +69,11 @@ class BaselineRegressor(_Baseline):
         head = regression_head(label_dimension, weight_column, loss_reduction)
         super().__init__(head, optimizer=optimizer, model_dir=model_dir, config=config,
                          warm_start_from=warm_start_from)
+
+
+class BaselineEstimator(_Baseline):
+    """The features-blind baseline for any head; other arguments as `BaselineClassifier`."""
+
+    def __init__(self, head, model_dir=None, optimizer="Ftrl", config=None, warm_start_from=None):
+        super().__init__(head, optimizer=optimizer, model_dir=model_dir, config=config,
+                         warm_start_from=warm_start_from)

@@ -19,7 +19,7 @@ from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.premade.classification import BinaryClassHead, MultiClassHead
 from elastimator.premade.features import check_features
 from elastimator.premade.head import Head
-from elastimator.premade.optimizers import get_optimizer_instance
+from elastimator.premade import optimizers
 from elastimator.premade.regression import RegressionHead
 
 
@@ -30,7 +30,7 @@ class Part:
     scope: str
     """Variable scope whose trainable variables this optimizer updates."""
     optimizer: Any
-    """A name from `OPTIMIZERS`, a tf.compat.v1.train.Optimizer, or a callable returning one."""
+    """A name from `OPTIMIZERS`, an optimizer object, or a callable returning one (premade/optimizers.py)."""
     learning_rate: float
     """Learning rate when `optimizer` is a name."""
 
@@ -57,7 +57,8 @@ class CannedEstimator(Estimator, abc.ABC):
         if not isinstance(head, Head):
             raise ConfigError(f"{type(self).__name__}: head must be an elastimator Head; got {type(head).__name__}.")
         self._head = head
-        self._parts = tuple(parts)
+        # Keras optimizer objects become per-graph factories here, while eager, as tf.estimator 2.15 converted them.
+        self._parts = tuple(dataclasses.replace(p, optimizer=optimizers.prepare(p.optimizer)) for p in parts)
         super().__init__(model_fn=self._canned_model_fn, model_dir=model_dir, config=config,
                          warm_start_from=warm_start_from)
 
@@ -83,14 +84,20 @@ class CannedEstimator(Estimator, abc.ABC):
 
     def _train_op(self, loss: tf.Tensor) -> tf.Operation:
         trainable = tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES
-        steps = []
+        global_step = tf.compat.v1.train.get_global_step()
+        steps, counted = [], False
         for part in self._parts:
             variables = tf.compat.v1.get_collection(trainable, scope=part.scope)
             if variables:
-                optimizer = get_optimizer_instance(part.optimizer, part.learning_rate)
-                steps.append(optimizer.minimize(loss, var_list=variables))
+                optimizer = optimizers.get_optimizer_instance(part.optimizer, part.learning_rate)
+                # A Keras optimizer counts steps in its `iterations`: the first one counts the global step.
+                counts = not counted and not isinstance(optimizer, tf.compat.v1.train.Optimizer)
+                steps.append(optimizers.minimize(optimizer, loss, variables, global_step if counts else None))
+                counted = counted or counts
         if not steps:
             raise ConfigError(f"{type(self).__name__}: the model has no trainable variables under "
                               f"{[p.scope for p in self._parts]}.")
+        if counted:
+            return tf.group(*steps)
         with tf.control_dependencies(steps):
-            return tf.compat.v1.assign_add(tf.compat.v1.train.get_global_step(), 1).op
+            return tf.compat.v1.assign_add(global_step, 1).op

@@ -124,3 +124,17 @@ class DNNRegressor(_DNN):
         super().__init__(head, hidden_units, feature_columns, activation_fn=activation_fn, dropout=dropout,
                          batch_norm=batch_norm, optimizer=optimizer, model_dir=model_dir, config=config,
                          warm_start_from=warm_start_from)
+
+
+class DNNEstimator(_DNN):
+    """A feed-forward network for any head; other arguments as `DNNClassifier`.
+
+    Example:
+        >>> estimator = DNNEstimator(RegressionHead(label_dimension=2), [32, 16], columns)
+    """
+
+    def __init__(self, head, hidden_units, feature_columns, model_dir=None, optimizer="Adagrad",
+                 activation_fn=tf.nn.relu, dropout=None, config=None, warm_start_from=None, batch_norm: bool = False):
+        super().__init__(head, hidden_units, feature_columns, activation_fn=activation_fn, dropout=dropout,
+                         batch_norm=batch_norm, optimizer=optimizer, model_dir=model_dir, config=config,
+                         warm_start_from=warm_start_from)

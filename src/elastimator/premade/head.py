@@ -16,6 +16,7 @@ import tensorflow as tf
 from elastimator.errors import ConfigError, HeadError
 from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.estimator.spec import EstimatorSpec
+from elastimator.premade import optimizers
 from elastimator.premade.keys import MetricKeys
 
 _Reduction = tf.compat.v1.losses.Reduction
@@ -124,7 +125,8 @@ class Head(abc.ABC):
             mode: A `ModeKeys` value.
             logits: Float tensor [batch, logits_dimension].
             labels: Labels tensor; required in TRAIN and EVAL.
-            optimizer: A `tf.compat.v1.train.Optimizer` that minimizes the loss over
+            optimizer: A `tf.compat.v1.train.Optimizer` or a tf-keras legacy optimizer (its
+                `iterations` become the global step) that minimizes the loss over
                 `trainable_variables` (all trainable variables when None) ...
             train_op_fn: ... or a function from the loss to the train op. Exactly one in TRAIN.
             update_ops: Ops to run with each train step (batch-norm statistics); defaults to the
@@ -225,8 +227,6 @@ def _train_op(loss, optimizer, trainable_variables, train_op_fn, update_ops) -> 
     with tf.control_dependencies(list(update_ops)):
         if train_op_fn is not None:
             return train_op_fn(loss)
-        if not isinstance(optimizer, tf.compat.v1.train.Optimizer):
-            raise ConfigError("Head: optimizer must be a tf.compat.v1.train.Optimizer (or use the canned estimators' "
-                              f"optimizer names); got {type(optimizer).__name__}.")
-        return optimizer.minimize(loss, global_step=tf.compat.v1.train.get_global_step(),
-                                  var_list=None if trainable_variables is None else list(trainable_variables))
+        optimizer = optimizers.get_optimizer_instance(optimizer)
+        return optimizers.minimize(optimizer, loss, None if trainable_variables is None else list(trainable_variables),
+                                   tf.compat.v1.train.get_global_step())

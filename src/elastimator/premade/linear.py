@@ -65,3 +65,21 @@ class LinearRegressor(_Linear):
         head = regression_head(label_dimension, weight_column, loss_reduction)
         super().__init__(head, feature_columns, optimizer=optimizer, sparse_combiner=sparse_combiner,
                          model_dir=model_dir, config=config, warm_start_from=warm_start_from)
+
+
+class LinearEstimator(_Linear):
+    """A linear model for any head (`BinaryClassHead`, `MultiClassHead`, `MultiLabelHead`, `RegressionHead`).
+
+    Args:
+        head: The head that turns logits into predictions, loss and metrics.
+        feature_columns, model_dir, optimizer, config, sparse_combiner, warm_start_from: As for
+            `LinearClassifier`.
+
+    Example:
+        >>> estimator = LinearEstimator(MultiLabelHead(n_classes=3), [tf.feature_column.numeric_column("x")])
+    """
+
+    def __init__(self, head, feature_columns, model_dir=None, optimizer="Ftrl", config=None,
+                 sparse_combiner: str = "sum", warm_start_from=None):
+        super().__init__(head, feature_columns, optimizer=optimizer, sparse_combiner=sparse_combiner,
+                         model_dir=model_dir, config=config, warm_start_from=warm_start_from)

@@ -1,8 +1,26 @@
-"""Optimizers by name or object, as the canned estimators take them."""
+"""Optimizers by name or object, as tf.estimator 2.15's canned estimators took them, applied inside the graph.
+
+Four forms are accepted (`optimizer=` of the canned estimators and of
+`Head.create_estimator_spec`):
+
+* a name ('Adagrad', 'Adam', 'Ftrl', 'RMSProp', 'SGD'), built with the estimator's
+  default learning rate as a `tf.compat.v1.train` optimizer;
+* a `tf.compat.v1.train.Optimizer`;
+* a tf-keras legacy optimizer (`tf.keras.optimizers.legacy.Ftrl(...)`, learning-rate
+  schedules included), applied with its graph-mode `get_updates`, its `iterations`
+  being the global step as in tf.estimator 2.15. A newer tf-keras optimizer
+  (`tf.keras.optimizers.Adam`) is converted to its legacy twin where it is handed
+  over, as 2.15 did; a Keras 3 optimizer becomes its `tf.compat.v1.train` twin;
+* a no-argument callable returning any of those, called inside each graph.
+
+Keras optimizer objects hold variables of the graph they first ran in, and each
+estimator call builds a new graph: `prepare` therefore turns an object handed
+over eagerly into a factory of a fresh copy (from its config) per graph.
+"""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import tensorflow as tf
 
@@ -20,34 +38,96 @@ OPTIMIZERS: dict[str, Callable[[float], tf.compat.v1.train.Optimizer]] = {
 """Names accepted for `optimizer=`, each built with the estimator's default learning rate."""
 
 
-def get_optimizer_instance(optimizer, learning_rate: float | None = None) -> tf.compat.v1.train.Optimizer:
-    """The optimizer `optimizer` names or is.
+def _keras_kind(optimizer) -> str | None:
+    """'legacy' (tf-keras OptimizerV2), 'tf_keras' (a newer tf-keras optimizer), 'keras' (Keras 3) or None."""
+    modules = [klass.__module__ for klass in type(optimizer).__mro__]
+    if any(m.startswith("tf_keras.src.optimizers.legacy") for m in modules):
+        return "legacy"
+    if any(m.startswith("tf_keras.") for m in modules):
+        return "tf_keras"
+    if any(m.startswith("keras.") for m in modules):
+        return "keras"
+    return None
+
+
+def is_graph_optimizer(optimizer) -> bool:
+    """True for what `minimize` applies: a v1 optimizer or a tf-keras legacy optimizer."""
+    return isinstance(optimizer, _v1.Optimizer) or _keras_kind(optimizer) == "legacy"
+
+
+def prepare(optimizer: Any) -> Any:
+    """What an estimator keeps of the optimizer it is given (eagerly): names, v1 optimizers and
+    callables as they are, Keras objects as a factory of a fresh graph-mode copy.
+
+    Raises:
+        ConfigError: A Keras optimizer setting without a graph-mode equivalent.
+    """
+    kind = None if isinstance(optimizer, (str, _v1.Optimizer)) else _keras_kind(optimizer)
+    if kind is None:
+        return optimizer
+    if kind == "keras":
+        from elastimator.keras.optimizers import optimizer_factory  # pylint: disable=import-outside-toplevel
+
+        return optimizer_factory(optimizer, where="optimizer")
+    if kind == "tf_keras":
+        import tf_keras  # pylint: disable=import-outside-toplevel
+
+        optimizer = tf_keras.__internal__.optimizers.convert_to_legacy_optimizer(optimizer)
+    config, cls = optimizer.get_config(), type(optimizer)
+    return lambda: cls.from_config(config)
+
+
+def get_optimizer_instance(optimizer, learning_rate: float | None = None):
+    """The graph-mode optimizer `optimizer` names, is, or returns (see the module docstring).
 
     Args:
-        optimizer: A name from `OPTIMIZERS` (case-insensitive), a
-            `tf.compat.v1.train.Optimizer`, or a no-argument callable returning one
-            (called inside the graph being built, as optimizers must be).
+        optimizer: A name from `OPTIMIZERS` (case-insensitive), a `tf.compat.v1.train.Optimizer`,
+            a tf-keras legacy optimizer, or a no-argument callable returning one (called inside
+            the graph being built, as optimizers must be).
         learning_rate: Used when `optimizer` is a name.
 
     Raises:
         ConfigError: The name is unknown, a name came without a learning rate, or the object is
-            not a graph-mode optimizer.
+            not an optimizer that can run in a graph.
     """
     if isinstance(optimizer, str):
         by_lower = {name.lower(): factory for name, factory in OPTIMIZERS.items()}
         factory = by_lower.get(optimizer.lower())
         if factory is None:
             raise ConfigError(f"optimizer: unknown name {optimizer!r}; expected one of {sorted(OPTIMIZERS)}, "
-                              "a tf.compat.v1.train.Optimizer, or a callable returning one.")
+                              "a tf.compat.v1.train.Optimizer, a tf.keras.optimizers.legacy optimizer, or a "
+                              "callable returning one.")
         if learning_rate is None:
             raise ConfigError(f"optimizer {optimizer!r} is a name, so it needs a learning_rate.")
         return factory(learning_rate)
-    if callable(optimizer) and not isinstance(optimizer, tf.compat.v1.train.Optimizer):
+    if callable(optimizer) and _keras_kind(optimizer) is None and not isinstance(optimizer, _v1.Optimizer):
         optimizer = optimizer()
-    if not isinstance(optimizer, tf.compat.v1.train.Optimizer):
+    if is_graph_optimizer(optimizer):
+        return optimizer
+    kind = _keras_kind(optimizer)
+    if kind is not None:
         raise ConfigError(
-            f"optimizer: expected a name from {sorted(OPTIMIZERS)}, a tf.compat.v1.train.Optimizer or a callable "
-            f"returning one; got {type(optimizer).__module__}.{type(optimizer).__name__}. Keras optimizers run "
-            "eagerly; in an estimator use e.g. tf.compat.v1.train.AdamOptimizer(learning_rate)."
+            f"optimizer: {type(optimizer).__module__}.{type(optimizer).__name__} was created inside the graph, where "
+            f"its settings cannot be read; use tf.keras.optimizers.legacy.{type(optimizer).__name__}(...) there, "
+            "or hand the optimizer to the estimator's constructor (it is converted there, as tf.estimator 2.15 did)."
         )
-    return optimizer
+    raise ConfigError(
+        f"optimizer: expected a name from {sorted(OPTIMIZERS)}, a tf.compat.v1.train.Optimizer, a "
+        f"tf.keras.optimizers.legacy optimizer, or a callable returning one; got "
+        f"{type(optimizer).__module__}.{type(optimizer).__name__}."
+    )
+
+
+def minimize(optimizer, loss: tf.Tensor, var_list=None, global_step=None) -> tf.Operation:
+    """One update of `var_list` (default: the trainable variables) that also increments `global_step`, if given.
+
+    A tf-keras optimizer counts its steps in `iterations`; given the global step, that is the
+    global step, so learning-rate schedules follow it (as in tf.estimator 2.15).
+    """
+    if isinstance(optimizer, _v1.Optimizer):
+        return optimizer.minimize(loss, global_step=global_step, var_list=var_list)
+    if global_step is not None:
+        optimizer.iterations = global_step
+    if var_list is None:
+        var_list = tf.compat.v1.trainable_variables()
+    return optimizer.get_updates(loss, list(var_list))[0]

@@ -101,3 +101,17 @@ class DNNLinearCombinedRegressor(WideAndDeep):
                          dnn_hidden_units=dnn_hidden_units, dnn_activation_fn=dnn_activation_fn,
                          dnn_dropout=dnn_dropout, batch_norm=batch_norm, linear_sparse_combiner=linear_sparse_combiner,
                          model_dir=model_dir, config=config, warm_start_from=warm_start_from)
+
+
+class DNNLinearCombinedEstimator(WideAndDeep):
+    """Wide & deep for any head; other arguments as `DNNLinearCombinedClassifier`."""
+
+    def __init__(self, head, model_dir=None, linear_feature_columns=None, linear_optimizer="Ftrl",
+                 dnn_feature_columns=None, dnn_optimizer="Adagrad", dnn_hidden_units=None,
+                 dnn_activation_fn=tf.nn.relu, dnn_dropout=None, config=None, batch_norm: bool = False,
+                 linear_sparse_combiner: str = "sum", warm_start_from=None):
+        super().__init__(head, linear_feature_columns=linear_feature_columns, linear_optimizer=linear_optimizer,
+                         dnn_feature_columns=dnn_feature_columns, dnn_optimizer=dnn_optimizer,
+                         dnn_hidden_units=dnn_hidden_units, dnn_activation_fn=dnn_activation_fn,
+                         dnn_dropout=dnn_dropout, batch_norm=batch_norm, linear_sparse_combiner=linear_sparse_combiner,
+                         model_dir=model_dir, config=config, warm_start_from=warm_start_from)
