@@ -4,6 +4,7 @@ After `install()`, these all resolve to elastimator:
 
 * `import tensorflow as tf; tf.estimator.Estimator(...)` and `tf.compat.v1.estimator...`;
 * `import tensorflow_estimator` (and `tensorflow_estimator.estimator`);
+* `tf.keras.estimator.model_to_estimator` (tf-keras models and Keras 3 models);
 * the private modules libraries reached into, such as
   `from tensorflow.python.estimator.canned.head import _Head` (see `api.py` for the list);
 * DLRover's trainer paths confs import (`dlrover.trainer.tensorflow.util.column_info.Column`,
@@ -55,12 +56,16 @@ class _MissingModuleFinder(importlib.abc.MetaPathFinder):
         return None
 
 
+_ABSENT = object()
+
+
 class _State:
     """What install() changed, so uninstall() can put it back."""
 
     def __init__(self):
         self.modules: list[str] = []
-        self.attributes: list[tuple[object, str]] = []
+        self.attributes: list[tuple[object, str, object]] = []
+        """(owner, attribute, the value it had or _ABSENT), in the order they were set."""
         self.finder: _MissingModuleFinder | None = None
 
 
@@ -78,6 +83,11 @@ def install() -> None:
     global _state  # pylint: disable=global-statement  # The one process-wide switch; see the module docstring.
     if _state is not None:
         return
+    # tf.keras loads on first attribute access, and loading it replaces TensorFlow's module objects
+    # (tf.compat.v1 among them): load it before taking them.
+    keras_modules = (tf.keras, tf.compat.v1.keras)
+    for keras_module in keras_modules:
+        getattr(keras_module, "Model")
     state = _State()
     public = api.public_modules()
     top = api._module(_TOP, "tensorflow_estimator, served by elastimator.compat.",  # pylint: disable=protected-access
@@ -96,12 +106,16 @@ def install() -> None:
             state.modules.append(name)
     import tensorflow.python as tf_python  # pylint: disable=import-outside-toplevel
 
-    for owner, attribute, value in ((tf, "estimator", public["v2"]), (tf.compat.v1, "estimator", public["v1"]),
-                                    (tf.compat.v2, "estimator", public["v2"]),
-                                    (tf_python, "estimator", modules["tensorflow.python.estimator"])):
-        if attribute not in vars(owner):
-            setattr(owner, attribute, value)
-            state.attributes.append((owner, attribute))
+    keras_estimator = api._module("tensorflow.keras.estimator", "tf.keras.estimator, served by elastimator.",  # pylint: disable=protected-access
+                                  model_to_estimator=api.model_to_estimator)
+    for owner, value in ((tf, public["v2"]), (tf.compat.v1, public["v1"]), (tf.compat.v2, public["v2"]),
+                         (tf_python, modules["tensorflow.python.estimator"])):
+        if "estimator" not in vars(owner):
+            setattr(owner, "estimator", value)
+            state.attributes.append((owner, "estimator", _ABSENT))
+    for keras_module in keras_modules:  # tf-keras has a tf.keras.estimator of its own that needs tf.estimator
+        state.attributes.append((keras_module, "estimator", vars(keras_module).get("estimator", _ABSENT)))
+        setattr(keras_module, "estimator", keras_estimator)
     state.finder = _MissingModuleFinder(roots)
     sys.meta_path.append(state.finder)
     _state = state
@@ -114,8 +128,11 @@ def uninstall() -> None:
         return
     for name in _state.modules:
         sys.modules.pop(name, None)
-    for owner, attribute in _state.attributes:
-        delattr(owner, attribute)
+    for owner, attribute, previous in reversed(_state.attributes):
+        if previous is _ABSENT:
+            delattr(owner, attribute)
+        else:
+            setattr(owner, attribute, previous)
     if _state.finder in sys.meta_path:
         sys.meta_path.remove(_state.finder)
     _state = None

@@ -1,11 +1,12 @@
-"""`model_to_estimator`: a compiled Keras 3 model as an Estimator.
+"""`model_to_estimator`: a compiled Keras model (Keras 3, or tf-keras as `tf.keras` was) as an Estimator.
 
 Every graph the engine builds gets its own copy of the model, rebuilt from the
 model's config (`from_config`), so the Keras model the user holds is never touched.
 The copy is trained with the compiled loss (plus the model's regularization losses)
-by the graph-mode twin of the compiled optimizer, evaluated with the compiled
-metrics, and starts from the Keras model's current weights when model_dir has no
-checkpoint yet.
+by a graph-mode optimizer — a Keras 3 optimizer's `tf.compat.v1.train` twin, a
+tf-keras optimizer's legacy twin, as tf.estimator 2.15 used — evaluated with the
+compiled metrics, and starts from the Keras model's current weights when model_dir
+has no checkpoint yet.
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.estimator.spec import EstimatorSpec, tf_variable
 from elastimator.export.outputs import PredictOutput
 from elastimator.keras.optimizers import optimizer_factory
-from elastimator.premade.optimizers import get_optimizer_instance
+from elastimator.premade import optimizers
 
 
 @dataclasses.dataclass(frozen=True)
 class _Blueprint:
     """What each graph needs to rebuild and train the model; captured once, eagerly."""
 
+    keras: Any
+    """The Keras the model is written against: the `keras` (3) or `tf_keras` module."""
     cls: type
     config: dict
     custom_objects: Mapping[str, Any]
@@ -39,7 +42,8 @@ class _Blueprint:
     losses: tuple[Callable, ...]
     loss_weights: tuple[float, ...]
     metrics: tuple[Any, ...]
-    optimizer: Callable[[], tf.compat.v1.train.Optimizer]
+    optimizer: Any
+    """What `optimizers.get_optimizer_instance` turns into each graph's optimizer."""
     metric_names_map: Mapping[str, str]
 
 
@@ -49,13 +53,16 @@ def model_to_estimator(keras_model=None, keras_model_path: str | None = None, cu
     """An Estimator that trains, evaluates, predicts with and exports `keras_model`.
 
     Args:
-        keras_model: A compiled Keras 3 model (functional, Sequential, or subclassed with a `get_config`
-            that records its constructor arguments).
-        keras_model_path: Instead of `keras_model`, a saved `.keras` file to load.
+        keras_model: A compiled Keras model — Keras 3, or tf-keras (what `tf.keras` is once elastimator
+            is imported) — functional, Sequential, or subclassed with a `get_config` that records its
+            constructor arguments.
+        keras_model_path: Instead of `keras_model`, a saved model to load: a `.keras` file with Keras 3,
+            anything else (`.h5`, a SavedModel directory) with tf-keras.
         custom_objects: Custom layers, losses and metrics needed to rebuild the model from its config.
         model_dir, config, warm_start_from: As for `Estimator`.
         metric_names_map: Renames compiled metrics in evaluation results (`{"accuracy": "acc"}`).
-        optimizer: A `tf.compat.v1.train.Optimizer` (or name) to use instead of the compiled one.
+        optimizer: An optimizer (or name; see `elastimator.premade.optimizers`) to use instead of the
+            compiled one.
 
     Returns:
         An `Estimator`. Features are the model's inputs: a dict keyed by input name (a bare tensor
@@ -68,35 +75,55 @@ def model_to_estimator(keras_model=None, keras_model_path: str | None = None, cu
     if (keras_model is None) == (keras_model_path is None):
         raise ConfigError("model_to_estimator: pass exactly one of keras_model or keras_model_path.")
     if keras_model_path is not None:
-        keras_model = keras.models.load_model(keras_model_path, custom_objects=custom_objects)
+        loader = keras if str(keras_model_path).endswith(".keras") else _tf_keras()
+        keras_model = loader.models.load_model(keras_model_path, custom_objects=custom_objects)
     blueprint = _blueprint(keras_model, dict(custom_objects or {}), dict(metric_names_map or {}), optimizer)
     return Estimator(model_fn=_model_fn_for(blueprint), model_dir=model_dir, config=config,
                      warm_start_from=warm_start_from)
 
 
+def _tf_keras():
+    import tf_keras  # pylint: disable=import-outside-toplevel  # only for tf-keras models
+
+    return tf_keras
+
+
+def _keras_of(model):
+    """The Keras module `model` belongs to, or None."""
+    if isinstance(model, keras.Model):
+        return keras
+    if type(model).__module__.startswith("tf_keras.") and isinstance(model, _tf_keras().Model):
+        return _tf_keras()
+    return None
+
+
 def _blueprint(model, custom_objects, metric_names_map, optimizer) -> _Blueprint:
-    if not isinstance(model, keras.Model):
-        raise ConfigError(f"model_to_estimator: expected a Keras 3 keras.Model; got {type(model).__module__}."
-                          f"{type(model).__name__}.")
-    if not getattr(model, "compiled", False) or getattr(model, "optimizer", None) is None:
+    kmodule = _keras_of(model)
+    if kmodule is None:
+        raise ConfigError(f"model_to_estimator: expected a Keras model (keras.Model or tf.keras.Model); got "
+                          f"{type(model).__module__}.{type(model).__name__}.")
+    compiled_flag = getattr(model, "compiled", None) if kmodule is keras else getattr(model, "_is_compiled", None)
+    if not compiled_flag or getattr(model, "optimizer", None) is None:
         raise ConfigError(f"model_to_estimator: model {model.name!r} is not compiled. Call "
                           "model.compile(optimizer=..., loss=...) first; the estimator trains with what compile set.")
     outputs = tuple(getattr(model, "output_names", None) or ("output",))
     compiled = model._compile_config.config if getattr(model, "_compile_config", None) else {}  # pylint: disable=protected-access
-    losses, weights = _losses(model.loss, compiled.get("loss_weights"), outputs)
-    if optimizer is None:
+    losses, weights = _losses(kmodule, model.loss, compiled.get("loss_weights"), outputs)
+    if optimizer is not None:
+        factory = optimizers.prepare(optimizer)
+    elif kmodule is keras:
         factory = optimizer_factory(model.optimizer)
     else:
-        factory = lambda: get_optimizer_instance(optimizer, 0.001)  # noqa: E731
+        factory = optimizers.prepare(model.optimizer)  # tf-keras: its legacy twin, as tf.estimator 2.15 used
     return _Blueprint(
-        cls=type(model), config=model.get_config(), custom_objects=custom_objects,
+        keras=kmodule, cls=type(model), config=model.get_config(), custom_objects=custom_objects,
         weights=tuple(model.get_weights()) if model.built else (),
         input_names=tuple(t.name for t in getattr(model, "inputs", None) or ()),
         output_names=outputs, losses=losses, loss_weights=weights,
         metrics=tuple(compiled.get("metrics") or ()), optimizer=factory, metric_names_map=metric_names_map)
 
 
-def _losses(loss, raw_weights, outputs: tuple[str, ...]) -> tuple[tuple[Callable, ...], tuple[float, ...]]:
+def _losses(kmodule, loss, raw_weights, outputs: tuple[str, ...]) -> tuple[tuple[Callable, ...], tuple[float, ...]]:
     """The compiled loss per output, and its weight (from compile's loss_weights)."""
     if isinstance(loss, Mapping):
         missing = [o for o in outputs if o not in loss]
@@ -109,7 +136,7 @@ def _losses(loss, raw_weights, outputs: tuple[str, ...]) -> tuple[tuple[Callable
     if len(loss) != len(outputs):
         raise ConfigError(f"model_to_estimator: {len(loss)} compiled losses for {len(outputs)} outputs "
                           f"{list(outputs)}.")
-    functions = tuple(keras.losses.get(item) for item in loss)
+    functions = tuple(kmodule.losses.get(item) for item in loss)
     if isinstance(raw_weights, Mapping):
         weights = tuple(float(raw_weights.get(o, 1.0)) for o in outputs)
     elif raw_weights:
@@ -122,7 +149,9 @@ def _losses(loss, raw_weights, outputs: tuple[str, ...]) -> tuple[tuple[Callable
 def _model_fn_for(blueprint: _Blueprint) -> Callable:
     def model_fn(features, labels, mode):
         model = _rebuild(blueprint)
+        built_updates = set(_layer_updates(model))  # made on the Input placeholders when the model was rebuilt
         outputs = model(_model_inputs(features, blueprint), training=mode == ModeKeys.TRAIN)
+        call_updates = [u for u in _layer_updates(model) if u not in built_updates]
         outputs = _as_list(outputs)
         predictions = dict(zip(blueprint.output_names, outputs)) if len(outputs) == len(blueprint.output_names) \
             else {f"output_{i}": o for i, o in enumerate(outputs)}
@@ -131,7 +160,8 @@ def _model_fn_for(blueprint: _Blueprint) -> Callable:
             return EstimatorSpec(mode, predictions=predictions, scaffold=scaffold,
                                  export_outputs={"serving_default": PredictOutput(predictions)})
         targets = _targets(labels, blueprint)
-        loss = tf.add_n([w * tf.cast(fn(y, out), tf.float32)
+        # A loss function (not a Loss object) returns per-example values: mean them, as Keras' compile does.
+        loss = tf.add_n([w * tf.reduce_mean(tf.cast(fn(y, out), tf.float32))
                          for fn, w, y, out in zip(blueprint.losses, blueprint.loss_weights, targets, outputs)])
         if model.losses:  # kernel / activity regularizers
             loss = loss + tf.add_n([tf.cast(x, tf.float32) for x in model.losses])
@@ -139,15 +169,22 @@ def _model_fn_for(blueprint: _Blueprint) -> Callable:
             metrics = _metric_ops(blueprint, targets, outputs)
             return EstimatorSpec(mode, predictions=predictions, loss=loss, eval_metric_ops=metrics, scaffold=scaffold)
         variables = [tf_variable(v) for v in model.trainable_weights]
-        train_op = blueprint.optimizer().minimize(loss, global_step=tf.compat.v1.train.get_global_step(),
-                                                  var_list=variables)
+        optimizer = optimizers.get_optimizer_instance(blueprint.optimizer, 0.001)
+        with tf.control_dependencies(call_updates):
+            train_op = optimizers.minimize(optimizer, loss, variables, tf.compat.v1.train.get_global_step())
         return EstimatorSpec(mode, predictions=predictions, loss=loss, train_op=train_op, scaffold=scaffold)
 
     return model_fn
 
 
+def _layer_updates(model) -> list:
+    """A tf-keras model's pending state updates in this graph (batch-norm statistics); Keras 3 has none here."""
+    return [u for u in getattr(model, "updates", None) or () if isinstance(u, (tf.Tensor, tf.Operation))] \
+        if not isinstance(model, keras.Model) else []
+
+
 def _rebuild(blueprint: _Blueprint):
-    with keras.utils.custom_object_scope(dict(blueprint.custom_objects)):
+    with blueprint.keras.utils.custom_object_scope(dict(blueprint.custom_objects)):
         try:
             return blueprint.cls.from_config(dict(blueprint.config))
         except Exception as e:  # noqa: BLE001  # Any failure here means the config cannot rebuild the model.
@@ -191,7 +228,7 @@ def _metric_ops(blueprint: _Blueprint, targets, outputs) -> dict:
     metrics = {}
     for spec in blueprint.metrics:
         for index, (y, out) in enumerate(zip(targets, outputs)):
-            metric = _metric(spec, blueprint.losses[index])
+            metric = _metric(blueprint.keras, spec, blueprint.losses[index])
             metric.update_state(y, out)
             name = metric.name if len(outputs) == 1 else f"{blueprint.output_names[index]}_{metric.name}"
             metrics[blueprint.metric_names_map.get(name, name)] = metric
@@ -199,24 +236,25 @@ def _metric_ops(blueprint: _Blueprint, targets, outputs) -> dict:
 
 
 _ACCURACY_FOR_LOSS = {
-    "binary_crossentropy": keras.metrics.BinaryAccuracy,
-    "sparse_categorical_crossentropy": keras.metrics.SparseCategoricalAccuracy,
-    "categorical_crossentropy": keras.metrics.CategoricalAccuracy,
+    "binary_crossentropy": "BinaryAccuracy",
+    "sparse_categorical_crossentropy": "SparseCategoricalAccuracy",
+    "categorical_crossentropy": "CategoricalAccuracy",
 }
 
 
-def _metric(spec, loss):
+def _metric(kmodule, spec, loss):
     """A fresh Keras metric for a compiled metric spec ('accuracy' follows the loss, as in Keras)."""
+    metrics = kmodule.metrics
     if isinstance(spec, str) and spec in ("accuracy", "acc"):
         loss_name = getattr(getattr(loss, "fn", loss), "__name__", "")
-        return _ACCURACY_FOR_LOSS.get(loss_name, keras.metrics.Accuracy)(name=spec)
-    if isinstance(spec, keras.metrics.Metric):
+        return getattr(metrics, _ACCURACY_FOR_LOSS.get(loss_name, "Accuracy"))(name=spec)
+    if isinstance(spec, metrics.Metric):
         return type(spec).from_config(spec.get_config())
-    found = keras.metrics.get(spec)
-    if isinstance(found, keras.metrics.Metric):
+    found = metrics.get(spec)
+    if isinstance(found, metrics.Metric):
         return type(found).from_config(found.get_config())
     if callable(found):
-        return keras.metrics.MeanMetricWrapper(found, name=spec if isinstance(spec, str) else found.__name__)
+        return metrics.MeanMetricWrapper(found, name=spec if isinstance(spec, str) else found.__name__)
     raise ConfigError(f"model_to_estimator: cannot evaluate compiled metric {spec!r}.")
 
 
