@@ -69,3 +69,42 @@ def test_an_unedited_tf_estimator_script_runs(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     accuracy = float(next(line for line in result.stdout.splitlines() if line.startswith("ACCURACY")).split()[1])
     assert accuracy >= 0.9
+
+
+def test_dlrover_trainer_paths_resolve_when_dlrover_is_not_installed(installed, tmp_path):
+    from dlrover.trainer.tensorflow.reader.base_reader import ElasticReader  # pylint: disable=import-outside-toplevel
+    from dlrover.trainer.tensorflow.reader.file_reader import FileReader  # pylint: disable=import-outside-toplevel
+    from dlrover.trainer.tensorflow.util.column_info import Column  # pylint: disable=import-outside-toplevel
+    from dlrover.trainer.util.log_util import default_logger  # pylint: disable=import-outside-toplevel
+
+    assert Column is elastimator.Column and issubclass(ElasticReader, elastimator.ElasticReader)
+    (tmp_path / "a.csv").write_text("x,y\n1,2\n")
+    reader = FileReader(str(tmp_path / "a.csv"), 1, 64)  # DLRover's positional (file, num_epochs, batch_size)
+    assert isinstance(reader, elastimator.FileReader) and reader.skip_header is None
+    assert default_logger.name == "dlrover.trainer"
+
+    class Fake(ElasticReader):  # seed 001's reader: count_data sets _data_nums
+        def __init__(self, path=None):
+            self.count = 1
+            super().__init__(path=path)
+
+        def count_data(self):
+            self._data_nums = 10
+
+        def read_data_by_index_range(self, start_index, end_index):
+            return [f"{i},{2 * i}" for i in range(start_index, end_index)]
+
+    assert Fake("fake://x").data_nums == 10
+    with pytest.raises(ModuleNotFoundError, match="dlrover.python is not provided by elastimator.compat"):
+        import dlrover.python.master  # noqa: F401  # pylint: disable=import-outside-toplevel
+
+
+def test_v1_canned_estimators_sum_losses_and_keras_estimator_resolves(installed, tmp_path):
+    v1 = tf.compat.v1.estimator.DNNClassifier([4], [tf.feature_column.numeric_column("x")],
+                                              model_dir=str(tmp_path / "v1"), input_layer_partitioner=None)
+    reduction = tf.compat.v1.losses.Reduction
+    assert isinstance(v1, elastimator.DNNClassifier) and v1.head.loss_reduction == reduction.SUM
+    v2 = tf.estimator.DNNClassifier([4], [tf.feature_column.numeric_column("x")], model_dir=str(tmp_path / "v2"))
+    assert v2.head.loss_reduction == reduction.SUM_OVER_BATCH_SIZE
+    assert tf.keras.estimator.model_to_estimator is elastimator.keras.model_to_estimator
+    assert tf.estimator.LinearEstimator is elastimator.LinearEstimator

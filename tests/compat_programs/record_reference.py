@@ -1,0 +1,55 @@
+"""Records what tf.estimator 2.15 does with each program in programs/, for test_programs.py to compare with.
+
+    python tests/compat_programs/record_reference.py   # needs bench/.venv-tf215 (bench/frameworks.py makes it)
+
+Each program runs unedited on TensorFlow 2.15.1 + tensorflow-estimator 2.15.0 and its `RESULT {json}` line
+is stored in reference_tf215.json with the versions it ran on. CI does not install TF 2.15: it compares
+elastimator's runs with this file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PYTHON = os.path.join(ROOT, "bench", ".venv-tf215", "bin", "python")
+OUTPUT = os.path.join(HERE, "reference_tf215.json")
+
+
+def result_of(stdout: str) -> dict:
+    return json.loads(next(line for line in stdout.splitlines() if line.startswith("RESULT "))[len("RESULT "):])
+
+
+def main() -> int:
+    if not os.path.exists(PYTHON):
+        print(f"{PYTHON} is missing: run bench/frameworks.py once (it creates the TF 2.15 environment).",
+              file=sys.stderr)
+        return 2
+    version = subprocess.run([PYTHON, "-c", "import importlib.metadata as m; "
+                              "print(m.version('tensorflow-cpu'), m.version('tensorflow-estimator'))"],
+                             capture_output=True, text=True, check=True)
+    results = {"versions": version.stdout.split()}
+    for name in sorted(os.listdir(os.path.join(HERE, "programs"))):
+        if not name.endswith(".py"):
+            continue
+        with tempfile.TemporaryDirectory() as model_dir:
+            run = subprocess.run([PYTHON, os.path.join(HERE, "programs", name), os.path.join(model_dir, "m")],
+                                 capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+        if run.returncode != 0:
+            print(f"{name} failed on TF 2.15:\n{run.stderr[-3000:]}", file=sys.stderr)
+            return 1
+        results[name.removesuffix(".py")] = result_of(run.stdout)
+        print(name, results[name.removesuffix(".py")])
+    with open(OUTPUT, "w") as f:
+        json.dump(results, f, indent=1, sort_keys=True)
+        f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

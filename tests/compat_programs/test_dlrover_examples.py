@@ -1,0 +1,128 @@
+"""DLRover's own TensorFlow examples (../shared/dlrover-examples, unchanged) run on elastimator with no edit.
+
+Each example is copied to a temporary directory and run the way DLRover's docs run it, with
+`elastimator run` (or `launch`) in place of DLRover's trainer entry point. No file of the example
+is changed; where a program hard-codes an absolute path (`/data/ckpts/`), the test gives it a
+private mount there instead of editing it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED = Path(os.environ.get("ELASTIMATOR_SHARED", ROOT.parent / "shared")) / "dlrover-examples"
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not SHARED.is_dir(), reason=f"DLRover's examples are expected at {SHARED} (shared/ beside "
+                                                   "the checkout, or ELASTIMATOR_SHARED)"),
+]
+
+
+def _example(name: str, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(SHARED / name, tmp_path / name))
+
+
+def _elastimator(args, cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    return subprocess.run([sys.executable, "-m", "elastimator.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def _latest_step(model_dir: Path) -> int:
+    return int(tf.train.latest_checkpoint(str(model_dir)).rsplit("-", 1)[1])
+
+
+def _only_export(model_dir: Path) -> Path:
+    exports = [p for p in (model_dir / "export" / "final").iterdir() if p.name.isdigit()]
+    assert len(exports) == 1, exports
+    return exports[0]
+
+
+def test_deepfm_conf_trains_evaluates_and_exports_unedited(tmp_path):
+    work = _example("deepfm_tf", tmp_path)
+    result = _elastimator(["run", "deepfm_conf.py:TrainConf", "--no-progress"], cwd=work)
+    assert result.returncode == 0, result.stderr[-4000:]
+    # model_dir = "./": the example's directory, as DLRover's run.sh cleans it. 200 records (the header line is
+    # found and skipped, not trained, not fatal), batch_size 2, epoch 1 from the conf's top-level keys.
+    assert _latest_step(work) == 100
+    assert re.search(r"data_kaggle_ad_ctr_train.csv is a header \(field 'I0' = 'label' is not a valid int32\)",
+                     result.stderr)
+    assert "keys elastimator does not use, left to your code: col, dense_col, dense_features, sparse_col, " \
+           "sparse_features" in result.stderr
+    assert re.search(r"^\s+AUC\s+0\.\d+", result.stdout, flags=re.M), result.stdout
+    # Empty CTR fields became 0, as decode_csv's defaults made them in DLRover, and were counted per column.
+    filled = re.search(r"empty fields filled \(train_set\)\s+(.*)", result.stdout)
+    assert filled and "I1: " in filled.group(1), result.stdout
+    inspected = _elastimator(["inspect", "."], cwd=work)
+    assert inspected.returncode == 0 and "empty fields filled (train_set)" in inspected.stdout
+    served = tf.saved_model.load(str(_only_export(work))).signatures["serving_default"]
+    row = {f"I{i}": tf.constant([float(i)]) for i in range(1, 14)}
+    row.update({f"C{i}": tf.constant(["05db9164"]) for i in range(1, 27)})
+    prediction = next(iter(served(**row).values())).numpy()
+    assert prediction.shape[0] == 1 and np.all((prediction >= 0) & (prediction <= 1))
+
+
+def test_estimator_executor_conf_with_a_custom_reader_and_a_variable_named_like_a_column(tmp_path):
+    work = _example("estimator_executor", tmp_path)
+    model_dir = tmp_path / "model"  # the conf says /nas
+    result = _elastimator(["run", "conf.py:TrainConf", "--model-dir", str(model_dir), "--no-progress"], cwd=work)
+    assert result.returncode == 0, result.stderr[-4000:]
+    # FakeReader: 10 records, train_set's own epoch (10) and batch_size (20) win over the top-level ones.
+    assert _latest_step(model_dir) == 10
+    assert re.search(r"^\s+mse\s+\d", result.stdout, flags=re.M), result.stdout
+    # MyEstimator names a variable "x", like the feature column x: the export restores it, not a fresh "x_1".
+    checkpoint = tf.train.latest_checkpoint(str(model_dir))
+    w, b = tf.train.load_variable(checkpoint, "x"), tf.train.load_variable(checkpoint, "b")
+    served = tf.saved_model.load(str(_only_export(model_dir))).signatures["serving_default"]
+    output = next(iter(served(x=tf.constant([3.0])).values())).numpy()
+    np.testing.assert_allclose(output, [w * 3.0 + b], rtol=1e-5)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="needs root and unshare to give the program its hard-coded /data/ckpts privately")
+def test_iris_dnn_local_runs_unedited_under_compat(tmp_path):
+    # The program reads examples/tensorflow/iris/iris.data relative to DLRover's checkout and writes /data/ckpts/.
+    work = tmp_path / "dlrover"
+    shutil.copytree(SHARED / "iris", work / "examples" / "tensorflow" / "iris")
+    data = tmp_path / "data"
+    data.mkdir()
+    created = not os.path.exists("/data")
+    os.makedirs("/data", exist_ok=True)
+    try:
+        command = (f"mount --bind {data} /data && exec {sys.executable} -m elastimator.compat "
+                   "examples/tensorflow/iris/iris_dnn_local.py")
+        result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", command], cwd=work,
+                                capture_output=True, text=True, timeout=600,
+                                env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    finally:
+        if created:
+            os.rmdir("/data")
+    assert result.returncode == 0, result.stderr[-4000:]
+    # 100 passes over 150 rows at batch 64, evaluated once at the end; the program set INFO verbosity, and
+    # the evaluation is logged as tf.estimator logged it. (Its model is unseeded: the accuracy varies by run.)
+    assert _latest_step(data / "ckpts") == 235
+    logged = re.search(r"Saving dict for global step 235: accuracy = ([0-9.]+), global_step = 235, loss = ([0-9.]+)",
+                       result.stderr)
+    assert logged and 0 < float(logged.group(1)) <= 1, result.stderr[-3000:]
+
+
+@pytest.mark.slow  # a parameter server, a chief and a worker, each importing TensorFlow (about a minute)
+def test_deepfm_conf_under_launch_with_a_parameter_server(tmp_path):
+    work = _example("deepfm_tf", tmp_path)
+    model_dir = tmp_path / "launched"
+    result = _elastimator(["launch", "deepfm_conf.py:TrainConf", "--ps", "1", "--workers", "1", "--model-dir",
+                           str(model_dir)], cwd=work)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    assert _latest_step(model_dir) == 100  # 200 records shared by chief and worker, batch 2
+    assert (model_dir / "train_done.json").exists()
