@@ -39,8 +39,9 @@ def main(model_dir: str, max_steps: int, early_stop: bool, steps_per_execution: 
         start_delay_secs=0, throttle_secs=0,
         exporters=[est.FinalExporter("final", receiver), est.BestExporter("best", receiver)])
     metrics, exports = est.train_and_evaluate(estimator, train_spec, eval_spec)
+    # Metrics are numpy scalars, as tf.estimator returned them.
     print("RESULT " + json.dumps({"role": estimator.config.task_type, "metrics": metrics,
-                                  "exports": [p.decode() for p in exports]}), flush=True)
+                                  "exports": [p.decode() for p in exports]}, default=lambda v: v.item()), flush=True)
 
 
 if __name__ == "__main__":
