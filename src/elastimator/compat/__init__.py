@@ -106,8 +106,9 @@ def install() -> None:
             state.modules.append(name)
     import tensorflow.python as tf_python  # pylint: disable=import-outside-toplevel
 
-    keras_estimator = api._module("tensorflow.keras.estimator", "tf.keras.estimator, served by elastimator.",  # pylint: disable=protected-access
-                                  model_to_estimator=api.model_to_estimator)
+    keras_estimator = api._module(  # pylint: disable=protected-access
+        "tensorflow.keras.estimator", "tf.keras.estimator, served by elastimator.",
+        model_to_estimator=api.model_to_estimator)
     for owner, value in ((tf, public["v2"]), (tf.compat.v1, public["v1"]), (tf.compat.v2, public["v2"]),
                          (tf_python, modules["tensorflow.python.estimator"])):
         if "estimator" not in vars(owner):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,8 @@ _DTYPES = {
     "string": tf.string, "str": tf.string,
 }
 _CANONICAL = ("float32", "float64", "int32", "int64", "string")
+_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+"""Column names: what a feature key and a serving input name can both be."""
 
 
 class _NoDefault:
@@ -79,8 +82,9 @@ class Column:
             >>> Column.create(name="age", dtype="int")
             >>> Column.create(name="clicked", dtype="float32", is_label=True)
         """
-        if not isinstance(name, str) or not name or not name.replace("_", "a").replace("-", "a").isalnum():
-            raise ConfError(f"Column name must be a non-empty string of letters, digits, '_' or '-'; got {name!r}.")
+        if not isinstance(name, str) or not _NAME.fullmatch(name):
+            raise ConfError(f"Column name must be a non-empty string of letters, digits, '_', '-' or '.'; "
+                            f"got {name!r}.")
         tf_dtype = _as_dtype(name, dtype)
         if default is not NO_DEFAULT:
             if is_sparse:

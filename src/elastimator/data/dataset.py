@@ -185,7 +185,8 @@ class DataSetInput:
         fields = text.split(spec.delimiter)
         hint = ""
         if isinstance(reader, FileReader) and reader.skip_header is False:
-            hint = " If the file starts with a header line, use FileReader(..., skip_header=True) (or None to detect it)."
+            hint = (" If the file starts with a header line, use FileReader(..., skip_header=True) (or None to "
+                    "detect it).")
         if len(fields) != len(spec.columns):
             raise ReaderError(
                 f"{spec.name}: the first record of {self._sources[0]} has {len(fields)} field(s) separated by "

@@ -12,12 +12,13 @@ from typing import Callable
 
 import tensorflow as tf
 
+from elastimator.data.parsing import _FLOAT
 from elastimator.data.reader import ElasticReader
 from elastimator.errors import ReaderError
 
 logger = logging.getLogger("elastimator")
 _CHUNK = 1 << 20
-_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+_NUMBER = re.compile(_FLOAT)
 _HEADERS_LOGGED = 3
 
 HeaderRule = Callable[[bytes, str], "str | None"]
