@@ -6,6 +6,7 @@ Exit codes: 0 success, 1 the job failed, 2 bad usage or an invalid conf.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import logging
 import os
@@ -36,7 +37,9 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--export-dir", help="base directory (default: <model_dir>/export/manual)")
 
     predict = commands.add_parser("predict", help="batch predictions from an exported SavedModel")
-    predict.add_argument("--saved-model", required=True, help="an export directory (export/<name>/<timestamp>)")
+    predict.add_argument("--saved-model", required=True,
+                         help="an export (export/<name>/<timestamp>), an export base (export/<name>), or a model_dir: "
+                              "the newest export under it is used")
     predict.add_argument("--input", required=True, help="delimited file whose header names the model's inputs")
     predict.add_argument("--output", help="CSV file for the predictions (default: standard output)")
     predict.add_argument("--batch-size", type=int, default=1024)
@@ -88,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     manifest.add_argument("--cpu", default="2", help="CPU request of each pod")
     manifest.add_argument("--memory", default="4Gi", help="memory request of each pod")
     manifest.add_argument("--output", "-o", help="file to write (default: standard output)")
+    validate = k8s_commands.add_parser("validate", help="check a manifest against the TFJob schema and core/v1")
+    validate.add_argument("manifest", help="a manifest file (e.g. one `elastimator k8s manifest` wrote)")
     submit = k8s_commands.add_parser("submit", help="create the manifest's objects with the kubernetes client")
     submit.add_argument("manifest", help="a file `elastimator k8s manifest` wrote")
     k8s_scale = k8s_commands.add_parser("scale", help="patch a submitted TFJob's Worker replicas")
@@ -99,9 +104,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def _configure_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
-    if not verbose:
-        import tensorflow as tf
+    import tensorflow as tf
 
+    # TensorFlow's logger prints through its own handler; passed on to ours as well, each of its lines (shown
+    # when a program sets tf.compat.v1.logging.set_verbosity(INFO), as DLRover's examples do) came out twice.
+    tf.get_logger().propagate = False
+    if not verbose:
         tf.get_logger().setLevel(logging.ERROR)
 
 
@@ -141,15 +149,13 @@ def _export(args) -> int:
 
 def _predict(args) -> int:
     from elastimator.job.batch_predict import predict_file
+    from elastimator.job.output_file import replace_on_success
 
     if args.batch_size <= 0:
         raise ConfError(f"--batch-size must be > 0; got {args.batch_size}.")
-    output = open(args.output, "w", newline="") if args.output else None
-    try:
+    # --output is replaced only once every row is written: a bad model path or input leaves it as it was.
+    with replace_on_success(args.output, newline="") if args.output else contextlib.nullcontext() as output:
         rows = predict_file(args.saved_model, args.input, output, args.batch_size, args.field_delim, args.signature)
-    finally:
-        if output:
-            output.close()
     logging.getLogger("elastimator").info("Wrote predictions for %d row(s)%s.", rows,
                                           f" to {args.output}" if args.output else "")
     return 0
@@ -223,10 +229,17 @@ def _k8s(args) -> int:
         spec = k8s.TFJobSpec.from_args(args)
         text = k8s.render(k8s.manifest(spec))
         if args.output:
-            with open(args.output, "w") as f:
+            from elastimator.job.output_file import replace_on_success
+
+            with replace_on_success(args.output) as f:
                 f.write(text)
         else:
             sys.stdout.write(text)
+        return 0
+    if args.k8s_command == "validate":
+        documents = k8s.load(args.manifest)
+        k8s.check(documents)
+        print(f"{args.manifest}: valid ({', '.join(d.get('kind', '?') for d in documents)})")
         return 0
     if args.k8s_command == "submit":
         for created in k8s.submit(k8s.load(args.manifest)):

@@ -121,3 +121,51 @@ def test_predict_with_a_missing_input_column(trained, tmp_path):
     result = _cli("predict", "--saved-model", export_dir, "--input", str(partial))
     assert result.returncode == 1
     assert "lacks column(s) ['c', 'd'] that the model takes" in result.stderr
+
+
+def test_a_failed_predict_leaves_its_output_as_it_was(trained, tmp_path):
+    data, _ = trained
+    out = tmp_path / "predictions.csv"
+    out.write_text("earlier,predictions\n1,2\n")
+    wrong_model = _cli("predict", "--saved-model", str(tmp_path / "no-model"), "--input",
+                       os.path.join(data, "train.csv"), "--output", str(out))
+    assert wrong_model.returncode == 1 and "does not exist" in wrong_model.stderr
+    missing_input = _cli("predict", "--saved-model", os.path.join(data, "model"), "--input",
+                         str(tmp_path / "nothing.csv"), "--output", str(out))
+    assert missing_input.returncode == 1 and "Cannot read --input" in missing_input.stderr
+    bad_row = tmp_path / "bad.csv"
+    bad_row.write_text("a,b,c,d\n5.1,3.5,1.4,0.2\n5.1,x,1.4,0.2\n")
+    malformed = _cli("predict", "--saved-model", os.path.join(data, "model"), "--input", str(bad_row),
+                     "--output", str(out))
+    assert malformed.returncode == 1 and f"{bad_row}:3: input 'b' = 'x' is not a valid float32" in malformed.stderr
+    assert out.read_text() == "earlier,predictions\n1,2\n"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".predictions")] == []  # no temporary left
+
+
+def test_predict_takes_a_model_dir_and_uses_its_newest_export(trained, tmp_path):
+    data, _ = trained
+    model_dir = os.path.join(data, "model")
+    newest = sorted(os.listdir(os.path.join(model_dir, "export", "latest")), key=int)[-1]
+    out = tmp_path / "predictions.csv"
+    result = _cli("predict", "--saved-model", model_dir, "--input", os.path.join(data, "train.csv"),
+                  "--output", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert f"Using the newest export under {model_dir}: {os.path.join(model_dir, 'export', 'latest', newest)}" \
+        in result.stderr
+    assert len(list(csv.reader(open(out)))) == 151
+    empty = tmp_path / "untrained"
+    empty.mkdir()
+    nothing = _cli("predict", "--saved-model", str(empty), "--input", os.path.join(data, "train.csv"))
+    assert nothing.returncode == 1 and "has no export under it" in nothing.stderr
+
+
+def test_k8s_validate_checks_a_written_manifest(tmp_path):
+    manifest = tmp_path / "job.yaml"
+    written = _cli("k8s", "manifest", "examples/census/census_conf.py", "--image", "registry/census:1",
+                   "--output", str(manifest))
+    assert written.returncode == 0, written.stderr[-2000:]
+    valid = _cli("k8s", "validate", str(manifest))
+    assert valid.returncode == 0 and "valid (Secret, TFJob)" in valid.stdout, valid.stderr[-2000:]
+    manifest.write_text(manifest.read_text().replace("replicas:", "replicaz:", 1))
+    invalid = _cli("k8s", "validate", str(manifest))
+    assert invalid.returncode == 1 and "the manifest is invalid" in invalid.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import logging
+import os
 import sys
 from typing import Iterator, TextIO
 
@@ -11,8 +12,32 @@ import numpy as np
 import tensorflow as tf
 
 from elastimator.errors import ExportError, ReaderError
+from elastimator.training.exporters import exports_in
 
 logger = logging.getLogger("elastimator")
+
+
+def resolve_saved_model(path: str) -> str:
+    """`path` if it is a SavedModel; else the newest export under it (an export base or a model_dir), said in a log.
+
+    Raises:
+        ExportError: nothing exported there, naming where exports would be.
+    """
+    if tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
+        return path
+    if not tf.io.gfile.isdir(path):
+        raise ExportError(f"--saved-model {path!r} does not exist.")
+    bases = [path] + sorted(tf.io.gfile.glob(os.path.join(path, "export", "*")))
+    exports = [e for base in bases for e in exports_in(base)
+               if tf.io.gfile.exists(os.path.join(e, "saved_model.pb"))]
+    if not exports:
+        raise ExportError(
+            f"--saved-model {path!r} is not a SavedModel and has no export under it (looked in {path}/<timestamp> "
+            f"and {os.path.join(path, 'export')}/<name>/<timestamp>). Train with an exporter, or run "
+            "`elastimator export CONF` first.")
+    newest = max(exports, key=lambda e: int(os.path.basename(e)))
+    logger.info("Using the newest export under %s: %s", path, newest)
+    return newest
 
 
 def _signature(saved_model_dir: str, name: str):
@@ -37,14 +62,14 @@ def _batches(reader, size: int) -> Iterator[list[list[str]]]:
         yield batch
 
 
-def _column(values: list[str], spec: tf.TensorSpec, name: str, first_line: int):
+def _column(values: list[str], spec: tf.TensorSpec, name: str, source: str, first_line: int):
     if spec.dtype == tf.string:
         return tf.constant(values, tf.string)
     try:
         array = np.asarray(values, dtype=np.float64 if spec.dtype.is_floating else np.int64)
     except ValueError:
         bad = next(i for i, v in enumerate(values) if not _parses(v, spec.dtype))
-        raise ReaderError(f"line {first_line + bad}: input {name!r} = {values[bad]!r} is not a valid "
+        raise ReaderError(f"{source}:{first_line + bad}: input {name!r} = {values[bad]!r} is not a valid "
                           f"{spec.dtype.name}.") from None
     return tf.constant(array.astype(spec.dtype.as_numpy_dtype))
 
@@ -85,7 +110,7 @@ def predict_file(saved_model_dir: str, input_path: str, output: TextIO | None = 
     The input's header names the columns; the signature's inputs are taken by
     name (other columns, such as the label, are ignored).
     """
-    _, function = _signature(saved_model_dir, signature)
+    _, function = _signature(resolve_saved_model(saved_model_dir), signature)
     input_specs = function.structured_input_signature[1]
     output = output or sys.stdout
     try:
@@ -110,8 +135,9 @@ def predict_file(saved_model_dir: str, input_path: str, output: TextIO | None = 
         for batch in _batches(reader, batch_size):
             for offset, row in enumerate(batch):
                 if len(row) != len(header):
-                    raise ReaderError(f"line {line + offset}: expected {len(header)} fields, got {len(row)}.")
-            inputs = {name: _column([row[index[name]] for row in batch], spec, name, line)
+                    raise ReaderError(f"{input_path}:{line + offset}: expected {len(header)} fields, got "
+                                      f"{len(row)}.")
+            inputs = {name: _column([row[index[name]] for row in batch], spec, name, input_path, line)
                       for name, spec in input_specs.items()}
             names, columns = _flatten(function(**inputs))
             if rows == 0:

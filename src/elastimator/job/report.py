@@ -6,6 +6,7 @@ import glob
 import os
 
 from elastimator.errors import ModelDirError
+from elastimator.job.output_file import temporary_path_for
 from elastimator.training.exporters import read_eval_events
 
 
@@ -61,6 +62,7 @@ def write_report(model_dir: str, output: str | None = None) -> str:
     figure.suptitle(os.path.abspath(model_dir), fontsize=9)
     figure.tight_layout()
     output = output or os.path.join(model_dir, "report.png")
-    figure.savefig(output, dpi=100)
+    with temporary_path_for(output) as temporary:
+        figure.savefig(temporary, dpi=100, format="png")
     plt.close(figure)
     return output
