@@ -8,7 +8,8 @@ from typing import Callable, Sequence
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
-from elastimator.estimator import calls, checkpoints, hooks as engine_hooks, model_graph, multi_step, sessions
+from elastimator.estimator import calls, checkpoints, interrupt, model_graph, multi_step, sessions
+from elastimator.estimator import hooks as engine_hooks
 from elastimator.estimator.mode_keys import ModeKeys
 
 logger = logging.getLogger("elastimator")
@@ -124,10 +125,16 @@ def train(
             all_hooks += list(spec.training_chief_hooks)
         if config.cluster.is_distributed and config.num_ps_replicas:
             sessions.wait_for_tasks(config, "ps", config.session_creation_timeout_secs)
+        stop_on_signal = interrupt.StopOnSignalHook()
+        all_hooks.append(stop_on_signal)
         loss = None
-        with tf.compat.v1.train.MonitoredSession(
-            session_creator=sessions.training_session_creator(scaffold, config, model_dir), hooks=all_hooks,
-        ) as session:
-            while not session.should_stop():
-                _, loss = session.run([spec.train_op, spec.loss])
+        try:
+            with tf.compat.v1.train.MonitoredSession(
+                session_creator=sessions.training_session_creator(scaffold, config, model_dir), hooks=all_hooks,
+            ) as session:
+                while not session.should_stop():
+                    _, loss = session.run([spec.train_op, spec.loss])
+        finally:
+            stop_on_signal.close()
+        stop_on_signal.deliver()  # Ctrl-C / SIGTERM: the checkpoint is saved; now stop as the signal asked
         return None if loss is None else float(loss)

@@ -1,0 +1,98 @@
+"""Ctrl-C and SIGTERM during `train()`: finish the step, save a checkpoint, then stop as the signal asked.
+
+Kubernetes sends SIGTERM before it evicts or preempts a pod, and a person presses
+Ctrl-C; either used to lose every step since the last periodic checkpoint. While a
+`train()` call runs in the main thread, the first SIGINT or SIGTERM only asks the
+monitored session to stop after the step under way, so the session's end saves a
+checkpoint (and the checkpoint listeners seal the shard service's progress with it).
+Then the signal takes its usual course: SIGINT raises `KeyboardInterrupt`, SIGTERM
+ends the process by SIGTERM. A second signal, or a save that takes longer than the
+grace time, does that at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+
+import tensorflow as tf
+
+logger = logging.getLogger("elastimator")
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+GRACE_SECS = 25.0
+"""How long the step under way and the final save may take after the first signal (Kubernetes waits 30 s
+between its SIGTERM and its SIGKILL by default)."""
+
+
+def _act_now(signum: int) -> None:
+    """What the signal would have done without us: KeyboardInterrupt for SIGINT, the default action otherwise."""
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+class StopOnSignalHook(tf.compat.v1.train.SessionRunHook):
+    """Turns the first SIGINT/SIGTERM into a stop request.
+
+    Once the session has closed, `close()` puts the previous handlers back (always) and `deliver()`
+    lets a received signal act.
+    """
+
+    def __init__(self, grace_secs: float = GRACE_SECS):
+        self._grace_secs = grace_secs
+        self._previous: dict[int, object] = {}
+        self._watchdog: threading.Timer | None = None
+        self.received: int | None = None
+        """The signal that asked training to stop, if one did."""
+
+    def begin(self):
+        if threading.current_thread() is not threading.main_thread():
+            return  # Signal handlers belong to the main thread; elsewhere signals keep their usual effect.
+        for signum in SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._handle)
+
+    def _handle(self, signum, frame):
+        del frame
+        if self.received is not None:  # a second signal: no more waiting
+            self._restore()
+            _act_now(signum)
+            return
+        self.received = signum
+        logger.warning("%s received: stopping after this step and saving a checkpoint (at most %.0fs; send it "
+                       "again to stop at once).", signal.Signals(signum).name, self._grace_secs)
+        self._watchdog = threading.Timer(self._grace_secs, self._expire, args=(signum,))
+        self._watchdog.daemon = True
+        self._watchdog.start()
+
+    def _expire(self, signum: int) -> None:
+        logger.error("The step and the checkpoint did not finish within %.0fs of %s; stopping now.",
+                     self._grace_secs, signal.Signals(signum).name)
+        self._restore()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum if signum != signal.SIGINT else signal.SIGTERM)
+
+    def after_run(self, run_context, run_values):
+        del run_values
+        if self.received is not None:
+            run_context.request_stop()
+
+    def _restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous = {}
+
+    def close(self) -> None:
+        """Cancels the grace-time watchdog and puts the previous handlers back."""
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        self._restore()
+
+    def deliver(self) -> None:
+        """After the session closed and saved: a received signal acts as it would have at once."""
+        if self.received is not None:
+            logger.warning("Stopped by %s after saving a checkpoint.", signal.Signals(self.received).name)
+            _act_now(self.received)

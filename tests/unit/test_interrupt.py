@@ -1,0 +1,61 @@
+"""Ctrl-C and SIGTERM during train(): the step finishes, a checkpoint is saved, then the signal acts."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import tensorflow as tf
+
+from tests.helpers import train_input
+
+
+class SignalAtStep(tf.compat.v1.train.SessionRunHook):
+    """Sends this process `signum` after global step `step` (as a person or Kubernetes would, mid-training)."""
+
+    def __init__(self, signum, step):
+        self.signum, self.step = signum, step
+
+    def begin(self):
+        self._global_step = tf.compat.v1.train.get_global_step()
+
+    def after_run(self, run_context, run_values):
+        if run_context.session.run(self._global_step) == self.step:
+            os.kill(os.getpid(), self.signum)
+
+
+def test_ctrl_c_saves_a_checkpoint_at_the_current_step_then_raises_keyboard_interrupt(make_estimator, iris):
+    estimator = make_estimator(save_checkpoints_steps=100)
+    x, y = iris
+    with pytest.raises(KeyboardInterrupt):
+        estimator.train(train_input(x, y), max_steps=1000, hooks=[SignalAtStep(signal.SIGINT, 37)])
+    assert estimator.latest_checkpoint().endswith("model.ckpt-37")  # not the step-0 checkpoint: no work lost
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers are put back
+    estimator.train(train_input(x, y), max_steps=40)  # and training resumes from there
+    assert estimator.latest_checkpoint().endswith("model.ckpt-40")
+
+
+def test_sigterm_saves_a_checkpoint_then_ends_the_process_by_sigterm(tmp_path):
+    program = tmp_path / "train.py"
+    program.write_text(textwrap.dedent(f"""
+        import signal, sys
+        sys.path.insert(0, {os.getcwd()!r})
+        import numpy as np
+        import elastimator as est
+        from tests.helpers import linear_model_fn, train_input
+        from tests.unit.test_interrupt import SignalAtStep
+        x = np.random.RandomState(0).normal(size=(150, 4)).astype("float32")
+        y = (x[:, 0] > 0).astype("int32")
+        estimator = est.Estimator(linear_model_fn, model_dir={str(tmp_path / "model")!r}, params={{"n_classes": 2}},
+                                  config=est.RunConfig(save_checkpoints_steps=100, log_step_count_steps=None))
+        estimator.train(train_input(x, y), max_steps=1000, hooks=[SignalAtStep(signal.SIGTERM, 23)])
+        print("not reached")
+    """))
+    result = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == -signal.SIGTERM, result.stderr[-3000:]
+    assert "not reached" not in result.stdout
+    assert tf.train.latest_checkpoint(str(tmp_path / "model")).endswith("model.ckpt-23")
+    assert "SIGTERM received: stopping after this step and saving a checkpoint" in result.stderr
