@@ -95,14 +95,6 @@ class FilledFields:
                 if count:
                     self.counts[name] = self.counts.get(name, 0) + int(count)
 
-    @property
-    def total(self) -> int:
-        return sum(self.counts.values())
-
-    def summary(self) -> str:
-        """E.g. "I1: 40, I3: 80" (columns with at least one filled field), or "none"."""
-        return ", ".join(f"{name}: {count}" for name, count in sorted(self.counts.items())) or "none"
-
 
 def _valid_utf8(texts: tf.Tensor) -> tf.Tensor:
     """True where the bytes are valid UTF-8: transcoding them changes nothing."""

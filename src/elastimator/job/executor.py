@@ -50,10 +50,6 @@ class JobResult:
     def bad_records(self) -> dict[str, int]:
         return {name: data["bad_records"] for name, data in self.data_sets.items()}
 
-    @property
-    def filled_fields(self) -> dict[str, dict[str, int]]:
-        return {name: data["filled_fields"] for name, data in self.data_sets.items()}
-
 
 def run_config(conf: JobConf, tf_config: Mapping | None = None) -> RunConfig:
     return RunConfig(
