@@ -179,8 +179,9 @@ def _model_fn_for(blueprint: _Blueprint) -> Callable:
 
 def _layer_updates(model) -> list:
     """A tf-keras model's pending state updates in this graph (batch-norm statistics); Keras 3 has none here."""
-    return [u for u in getattr(model, "updates", None) or () if isinstance(u, (tf.Tensor, tf.Operation))] \
-        if not isinstance(model, keras.Model) else []
+    if isinstance(model, keras.Model):
+        return []
+    return [u for u in getattr(model, "updates", None) or () if isinstance(u, (tf.Tensor, tf.Operation))]
 
 
 def _rebuild(blueprint: _Blueprint):
