@@ -69,8 +69,10 @@ def test_deepfm_conf_trains_evaluates_and_exports_unedited(tmp_path):
     served = tf.saved_model.load(str(_only_export(work))).signatures["serving_default"]
     row = {f"I{i}": tf.constant([float(i)]) for i in range(1, 14)}
     row.update({f"C{i}": tf.constant(["05db9164"]) for i in range(1, 27)})
-    prediction = next(iter(served(**row).values())).numpy()
-    assert prediction.shape[0] == 1 and np.all((prediction >= 0) & (prediction <= 1))
+    outputs = served(**row)  # DeepCTR's PredictOutput: {"pred": sigmoid(logits), "logits": ...}
+    prediction, logits = outputs["pred"].numpy(), outputs["logits"].numpy()
+    assert prediction.shape == (1, 1) and 0 <= prediction[0, 0] <= 1
+    np.testing.assert_allclose(prediction, 1 / (1 + np.exp(-logits)), rtol=1e-5)
 
 
 def test_estimator_executor_conf_with_a_custom_reader_and_a_variable_named_like_a_column(tmp_path):
