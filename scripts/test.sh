@@ -1,10 +1,29 @@
 #!/usr/bin/env bash
-# Installs everything, then runs the whole test suite (slow multi-process tests included).
-# Extra arguments go to pytest, e.g. `scripts/test.sh -m "not slow"`.
+# Installs everything, then runs the whole test suite (slow multi-process tests included) on TensorFlow 2.21,
+# and the smoke subset on the built wheel with TensorFlow 2.16 (scripts/smoke_tf.sh), whose environment is
+# downloaded and installed while the suite runs.
+# Extra arguments go to pytest and skip the smoke run, e.g. `scripts/test.sh -m "not slow"`;
+# SMOKE_TF=2.18 smokes another version, SMOKE_TF= none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # Third-party estimator code for the compatibility test; its pinned dependencies predate TF 2.21, hence --no-deps.
 .venv/bin/python -m pip install --quiet --no-deps deepctr==0.9.4
+SMOKE_TF=${SMOKE_TF-2.16}
+prepare_log=${TMPDIR:-/tmp}/elastimator-smoke-prepare.log
+if [ $# -eq 0 ] && [ -n "$SMOKE_TF" ]; then
+  bash scripts/smoke_tf.sh "$SMOKE_TF" prepare >"$prepare_log" 2>&1 &
+  prepare=$!
+fi
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
-exec .venv/bin/python -m pytest "$@"
+status=0
+.venv/bin/python -m pytest "$@" || status=$?
+if [ -n "${prepare:-}" ]; then
+  if ! wait "$prepare"; then
+    echo "Preparing the TensorFlow $SMOKE_TF smoke environment failed:" >&2
+    cat "$prepare_log" >&2
+    exit 1
+  fi
+  bash scripts/smoke_tf.sh "$SMOKE_TF" test || status=$?
+fi
+exit $status

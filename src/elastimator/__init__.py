@@ -5,15 +5,16 @@ Change `tf.estimator` to `elastimator` and a model_fn program runs as before::
     import elastimator as est
     estimator = est.Estimator(model_fn, model_dir="/tmp/model")
     estimator.train(est.inputs.numpy_input_fn({"x": x}, y, shuffle=True), max_steps=1000)
+
+`import elastimator` is cheap: each public name is imported from its module on first use, so the
+command line answers `--help` and reads confs without loading TensorFlow.
 """
 
+from __future__ import annotations
+
+import importlib
+
 from elastimator._keras_routing import prefer_tf_keras as _prefer_tf_keras
-
-_prefer_tf_keras()
-
-# pylint: disable=wrong-import-position
-from elastimator import experimental, export, inputs, premade
-from elastimator.data import Column, ElasticReader, FileReader
 from elastimator.errors import (
     CheckpointError,
     ClusterError,
@@ -28,122 +29,62 @@ from elastimator.errors import (
     NanLossError,
     ReaderError,
 )
-from elastimator.estimator.estimator import Estimator
-from elastimator.estimator.mode_keys import ModeKeys
-from elastimator.estimator.predictor import Predictor
-from elastimator.estimator.run_config import RunConfig, TaskType
-from elastimator.estimator.spec import EstimatorSpec
-from elastimator.estimator.warm_start import VocabInfo, WarmStartSettings
-from elastimator.premade import (
-    BaselineClassifier,
-    BaselineEstimator,
-    BaselineRegressor,
-    BinaryClassHead,
-    DeepFMClassifier,
-    DNNClassifier,
-    DNNEstimator,
-    DNNLinearCombinedClassifier,
-    DNNLinearCombinedEstimator,
-    DNNLinearCombinedRegressor,
-    DNNRegressor,
-    Head,
-    LinearClassifier,
-    LinearEstimator,
-    LinearRegressor,
-    MultiClassHead,
-    MultiLabelHead,
-    RegressionHead,
-)
-from elastimator.training.early_stopping import (
-    make_early_stopping_hook,
-    stop_if_higher_hook,
-    stop_if_lower_hook,
-    stop_if_no_decrease_hook,
-    stop_if_no_increase_hook,
-)
-from elastimator.training.exporters import BestExporter, Exporter, FinalExporter, LatestExporter
-from elastimator.training.metrics import ResetMetricsHook, add_metrics
-from elastimator.training.policies import AllOf, AnyOf, EvalPolicy, EveryNSeconds, EveryNSteps
-from elastimator.training.specs import EvalSpec, TrainSpec
-from elastimator.training.train_and_evaluate import train_and_evaluate
+
+_prefer_tf_keras()
 
 __version__ = "0.1.0"
 
-_LAZY_SUBMODULES = ("keras", "compat")
-"""Imported on first attribute access: `keras` loads Keras 3, `compat` is opt-in."""
+_PUBLIC_BY_MODULE = {
+    "elastimator.data": ("Column", "ElasticReader", "FileReader"),
+    "elastimator.estimator.estimator": ("Estimator",),
+    "elastimator.estimator.mode_keys": ("ModeKeys",),
+    "elastimator.estimator.predictor": ("Predictor",),
+    "elastimator.estimator.run_config": ("RunConfig", "TaskType"),
+    "elastimator.estimator.spec": ("EstimatorSpec",),
+    "elastimator.estimator.warm_start": ("VocabInfo", "WarmStartSettings"),
+    "elastimator.premade": (
+        "BaselineClassifier", "BaselineEstimator", "BaselineRegressor", "BinaryClassHead", "DeepFMClassifier",
+        "DNNClassifier", "DNNEstimator", "DNNLinearCombinedClassifier", "DNNLinearCombinedEstimator",
+        "DNNLinearCombinedRegressor", "DNNRegressor", "Head", "LinearClassifier", "LinearEstimator",
+        "LinearRegressor", "MultiClassHead", "MultiLabelHead", "RegressionHead",
+    ),
+    "elastimator.training.early_stopping": (
+        "make_early_stopping_hook", "stop_if_higher_hook", "stop_if_lower_hook", "stop_if_no_decrease_hook",
+        "stop_if_no_increase_hook",
+    ),
+    "elastimator.training.exporters": ("BestExporter", "Exporter", "FinalExporter", "LatestExporter"),
+    "elastimator.training.metrics": ("ResetMetricsHook", "add_metrics"),
+    "elastimator.training.policies": ("AllOf", "AnyOf", "EvalPolicy", "EveryNSeconds", "EveryNSteps"),
+    "elastimator.training.specs": ("EvalSpec", "TrainSpec"),
+    "elastimator.training.train_and_evaluate": ("train_and_evaluate",),
+}
+_MODULE_OF = {name: module for module, names in _PUBLIC_BY_MODULE.items() for name in names}
+
+_PUBLIC_SUBMODULES = ("experimental", "export", "inputs", "premade")
+_OTHER_SUBMODULES = ("keras", "compat")
+"""Also reachable as attributes; not in `__all__`: `keras` loads Keras 3, `compat` is opt-in."""
+
+__all__ = sorted([
+    "CheckpointError", "ClusterError", "ConfError", "ConfigError", "ElastimatorError", "ExportError", "HeadError",
+    "InputFnError", "ModelDirError", "ModelFnError", "NanLossError", "ReaderError",
+    *_MODULE_OF, *_PUBLIC_SUBMODULES,
+])
 
 
 def __getattr__(name: str):
-    if name in _LAZY_SUBMODULES:
-        import importlib  # pylint: disable=import-outside-toplevel
+    if name in _MODULE_OF or name in _PUBLIC_SUBMODULES or name in _OTHER_SUBMODULES:
+        from elastimator.tensorflow_import import require_supported  # pylint: disable=import-outside-toplevel
 
-        return importlib.import_module(f"elastimator.{name}")
-    raise AttributeError(f"module 'elastimator' has no attribute {name!r}")
+        require_supported()  # a missing or too old TensorFlow is one clear ImportError, not a deep traceback
+    if name in _MODULE_OF:
+        value = getattr(importlib.import_module(_MODULE_OF[name]), name)
+    elif name in _PUBLIC_SUBMODULES or name in _OTHER_SUBMODULES:
+        value = importlib.import_module(f"elastimator.{name}")
+    else:
+        raise AttributeError(f"module 'elastimator' has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
-__all__ = [
-    "AllOf",
-    "AnyOf",
-    "BaselineClassifier",
-    "BaselineEstimator",
-    "BaselineRegressor",
-    "BestExporter",
-    "BinaryClassHead",
-    "CheckpointError",
-    "ClusterError",
-    "Column",
-    "ConfError",
-    "ConfigError",
-    "DNNClassifier",
-    "DNNEstimator",
-    "DNNLinearCombinedClassifier",
-    "DNNLinearCombinedEstimator",
-    "DNNLinearCombinedRegressor",
-    "DNNRegressor",
-    "DeepFMClassifier",
-    "ElasticReader",
-    "ElastimatorError",
-    "Estimator",
-    "EstimatorSpec",
-    "EvalPolicy",
-    "EvalSpec",
-    "EveryNSeconds",
-    "EveryNSteps",
-    "ExportError",
-    "Exporter",
-    "FileReader",
-    "FinalExporter",
-    "Head",
-    "HeadError",
-    "InputFnError",
-    "LatestExporter",
-    "LinearClassifier",
-    "LinearEstimator",
-    "LinearRegressor",
-    "ModeKeys",
-    "ModelDirError",
-    "ModelFnError",
-    "MultiClassHead",
-    "MultiLabelHead",
-    "NanLossError",
-    "Predictor",
-    "ReaderError",
-    "RegressionHead",
-    "ResetMetricsHook",
-    "RunConfig",
-    "TaskType",
-    "TrainSpec",
-    "VocabInfo",
-    "WarmStartSettings",
-    "add_metrics",
-    "experimental",
-    "export",
-    "inputs",
-    "make_early_stopping_hook",
-    "premade",
-    "stop_if_higher_hook",
-    "stop_if_lower_hook",
-    "stop_if_no_decrease_hook",
-    "stop_if_no_increase_hook",
-    "train_and_evaluate",
-]
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__) | set(_OTHER_SUBMODULES))

@@ -1,6 +1,8 @@
 """`elastimator`: run, export, predict with, inspect and report on jobs.
 
-Exit codes: 0 success, 1 the job failed, 2 bad usage or an invalid conf.
+Exit codes: 0 success, 1 the job failed, 2 bad usage or an invalid conf, 130 interrupted.
+Answering `--help` and parsing arguments never imports TensorFlow; a failure is one line on stderr
+(its traceback with `--verbose`).
 """
 
 from __future__ import annotations
@@ -11,12 +13,15 @@ import dataclasses
 import logging
 import os
 import sys
+import time
+import traceback
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-
-from elastimator.errors import ConfError, ConfigError, ElastimatorError  # noqa: E402
+from elastimator.errors import ConfError, ConfigError, ElastimatorError
 
 USAGE_ERRORS = (ConfError, ConfigError)
+TRACEBACKS_ENV = "ELASTIMATOR_TRACEBACKS"
+"""Set (to 1) to print the traceback of an unexpected error without `--verbose`; the launcher sets it for
+its processes, whose output goes to their log files."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,9 +34,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--model-dir", help="override the conf's model_dir")
     run.add_argument("--max-steps", type=int, help="override the conf's max_steps")
     run.add_argument("--no-progress", action="store_true", help="no progress bar or progress lines")
+    run.add_argument("--no-summary", action="store_true",
+                     help="print no summary at the end (`launch` prints one for the whole job)")
 
     export = commands.add_parser("export", help="export a SavedModel from a conf's model_dir")
-    export.add_argument("conf")
+    export.add_argument("conf", help="conf as package.module.Class, path/to/conf.py or path/to/conf.py:Class")
     export.add_argument("--model-dir", help="override the conf's model_dir")
     export.add_argument("--checkpoint", help="checkpoint prefix to export (default: the newest)")
     export.add_argument("--export-dir", help="base directory (default: <model_dir>/export/manual)")
@@ -42,24 +49,29 @@ def _parser() -> argparse.ArgumentParser:
                               "the newest export under it is used")
     predict.add_argument("--input", required=True, help="delimited file whose header names the model's inputs")
     predict.add_argument("--output", help="CSV file for the predictions (default: standard output)")
-    predict.add_argument("--batch-size", type=int, default=1024)
-    predict.add_argument("--field-delim", default=",")
-    predict.add_argument("--signature", default="serving_default")
+    predict.add_argument("--batch-size", type=int, default=1024,
+                         help="rows per call of the model (default 1024); memory grows with it")
+    predict.add_argument("--field-delim", default=",", help="the input's field separator (default ','; '\\t' for TSV)")
+    predict.add_argument("--signature", default="serving_default",
+                         help="which signature of the SavedModel to call (default serving_default)")
+    predict.add_argument("--keep-columns", default="", metavar="COLUMNS",
+                         help="comma-separated input columns (an id, the label) copied first into each output row")
 
     inspect = commands.add_parser("inspect", help="checkpoints, last metrics and exports of a model_dir")
-    inspect.add_argument("model_dir")
+    inspect.add_argument("model_dir", help="the job's model_dir (where its checkpoints are)")
 
     report = commands.add_parser("report", help="write a PNG of training loss and eval metrics over steps")
-    report.add_argument("model_dir")
+    report.add_argument("model_dir", help="the job's model_dir (its event files are read)")
     report.add_argument("--output", help="PNG path (default: <model_dir>/report.png)")
     service = commands.add_parser("shard-service", help="run a job's shard service on its own (not in the chief)")
     service.add_argument("--model-dir", required=True, help="the job's model_dir (seals live in <model_dir>/shards)")
     service.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     service.add_argument("--port", type=int, default=0, help="port (default: any free one, printed)")
-    service.add_argument("--worker-timeout-secs", type=float, default=30.0)
+    service.add_argument("--worker-timeout-secs", type=float, default=30.0,
+                         help="heartbeat silence after which a worker's shards go back to the queue (default 30)")
 
     launch = commands.add_parser("launch", help="run a conf's job as ps, chief, workers and evaluator processes here")
-    launch.add_argument("conf")
+    launch.add_argument("conf", help="conf as package.module.Class, path/to/conf.py or path/to/conf.py:Class")
     launch.add_argument("--ps", type=int, default=1, help="parameter servers (default 1)")
     launch.add_argument("--workers", type=int, default=1, help="workers besides the chief (default 1)")
     launch.add_argument("--max-workers", type=int, help="worker slots to scale up to (default: --workers)")
@@ -72,8 +84,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="add or remove workers (up to --max-workers) from measured steps/s and ps CPU")
 
     scale = commands.add_parser("scale", help="change the number of workers of a job `launch` is running")
-    scale.add_argument("model_dir")
-    scale.add_argument("--workers", type=int, required=True)
+    scale.add_argument("model_dir", help="the model_dir the running `launch` was given")
+    scale.add_argument("--workers", type=int, required=True,
+                       help="workers to run from now on (0 to --max-workers of the launch)")
 
     k8s = commands.add_parser("k8s", help="Kubeflow TFJob manifests: write, validate, submit, scale")
     k8s_commands = k8s.add_subparsers(dest="k8s_command", required=True, metavar="K8S_COMMAND")
@@ -96,36 +109,30 @@ def _parser() -> argparse.ArgumentParser:
     submit = k8s_commands.add_parser("submit", help="create the manifest's objects with the kubernetes client")
     submit.add_argument("manifest", help="a file `elastimator k8s manifest` wrote")
     k8s_scale = k8s_commands.add_parser("scale", help="patch a submitted TFJob's Worker replicas")
-    k8s_scale.add_argument("name")
-    k8s_scale.add_argument("--workers", type=int, required=True)
+    k8s_scale.add_argument("name", help="the TFJob's name")
+    k8s_scale.add_argument("--workers", type=int, required=True, help="Worker replicas from now on")
     k8s_scale.add_argument("--namespace", default="default")
     return parser
 
-
-def _configure_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
-    import tensorflow as tf
-
-    # TensorFlow's logger prints through its own handler; passed on to ours as well, each of its lines (shown
-    # when a program sets tf.compat.v1.logging.set_verbosity(INFO), as DLRover's examples do) came out twice.
-    tf.get_logger().propagate = False
-    if not verbose:
-        tf.get_logger().setLevel(logging.ERROR)
 
 
 def _run(args) -> int:
     from elastimator.job import data_report
     from elastimator.job.conf import load_conf
     from elastimator.job.executor import run_job
-    from elastimator.job.inspect_dir import metrics_rows, table
+    from elastimator.job.inspect_dir import inspect_model_dir, metrics_rows, table
 
     conf = load_conf(args.conf)
     overrides = {k: v for k, v in (("model_dir", args.model_dir), ("max_steps", args.max_steps)) if v is not None}
     conf = dataclasses.replace(conf, **overrides)
     result = run_job(conf, show_progress=not args.no_progress)
+    if args.no_summary:
+        return 0
     rows = [("model_dir", result.model_dir), ("global step", str(result.global_step))]
     rows += metrics_rows(result.metrics or {})
-    rows += [("export", path) for path in result.exports]
+    # What this run exported, or (a resumed run with nothing left to train) the newest export of each exporter.
+    exports = result.exports or [paths[-1] for paths in inspect_model_dir(result.model_dir).exports.values()]
+    rows += [("export", path) for path in exports]
     rows += data_report.rows(result.data_sets)
     print(f"\njob {conf.name} finished\n" + table(rows))
     return 0
@@ -155,7 +162,9 @@ def _predict(args) -> int:
         raise ConfError(f"--batch-size must be > 0; got {args.batch_size}.")
     # --output is replaced only once every row is written: a bad model path or input leaves it as it was.
     with replace_on_success(args.output, newline="") if args.output else contextlib.nullcontext() as output:
-        rows = predict_file(args.saved_model, args.input, output, args.batch_size, args.field_delim, args.signature)
+        keep = [name for name in args.keep_columns.split(",") if name]
+        delim = "\t" if args.field_delim == "\\t" else args.field_delim
+        rows = predict_file(args.saved_model, args.input, output, args.batch_size, delim, args.signature, keep)
     logging.getLogger("elastimator").info("Wrote predictions for %d row(s)%s.", rows,
                                           f" to {args.output}" if args.output else "")
     return 0
@@ -198,6 +207,7 @@ def _launch(args) -> int:
     from elastimator.cluster import autoscale
     from elastimator.cluster.launcher import Launcher, LaunchSpec
     from elastimator.job.conf import load_conf
+    from elastimator.job.inspect_dir import inspect_model_dir, job_rows, table
 
     conf = load_conf(args.conf)  # a conf that fails to import is reported here, once, not by every process
     model_dir = args.model_dir or conf.model_dir
@@ -210,8 +220,17 @@ def _launch(args) -> int:
     if args.autoscale:
         spec = dataclasses.replace(spec, autoscale=autoscale.ScalingLimits(max_workers=spec.worker_slots))
     launcher = Launcher(spec)
-    signal.signal(signal.SIGTERM, lambda *_: launcher.request_stop())
-    return launcher.run()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # SIGINT too: a shell may have started us with it ignored
+        signal.signal(sig, lambda *_: launcher.request_stop())
+    started = time.monotonic()
+    code = launcher.run()
+    outcome = {0: "finished", 130: "was stopped"}.get(code, "failed")
+    rows = job_rows(inspect_model_dir(spec.model_dir)) + [("wall time", f"{time.monotonic() - started:.0f} s")]
+    restarts = launcher.restarts()
+    if restarts:
+        rows.append(("restarts", ", ".join(f"{task}: {count}" for task, count in sorted(restarts.items()))))
+    print(f"\njob {conf.name} {outcome} (exit code {code})\n" + table(rows))
+    return code
 
 
 def _scale(args) -> int:
@@ -254,20 +273,47 @@ COMMANDS = {"run": _run, "export": _export, "predict": _predict, "inspect": _ins
             "shard-service": _shard_service, "launch": _launch, "scale": _scale, "k8s": _k8s}
 
 
+_WITHOUT_TENSORFLOW = {"scale", "k8s"}
+
+
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    _configure_logging(args.verbose)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     try:
+        if args.command not in _WITHOUT_TENSORFLOW:
+            from elastimator.tensorflow_import import import_quietly
+
+            import_quietly(args.verbose)
         return COMMANDS[args.command](args)
     except USAGE_ERRORS as e:
-        print(f"elastimator: error: {e}", file=sys.stderr)
-        return 2
+        return _fail(f"error: {e}", 2)
     except ElastimatorError as e:
-        print(f"elastimator: error: {e}", file=sys.stderr)
-        return 1
+        return _fail(f"error: {e}", 1)
     except KeyboardInterrupt:
-        print("elastimator: interrupted", file=sys.stderr)
-        return 130
+        return _fail("interrupted", 130)
+    except Exception as e:  # pylint: disable=broad-except
+        # Not one of ours: a missing TensorFlow, a kubeconfig the client cannot read, a bug. One line names it;
+        # the traceback is there for whoever asks.
+        if args.verbose or os.environ.get(TRACEBACKS_ENV):
+            traceback.print_exc()
+            return _fail(f"error: {type(e).__name__}: {e}{_where(e)}", 1)
+        return _fail(f"error: {type(e).__name__}: {e}{_where(e)} (--verbose shows the traceback)", 1)
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"elastimator: {message}", file=sys.stderr)
+    return code
+
+
+def _where(error: BaseException) -> str:
+    """' at FILE:LINE in FUNCTION' of the innermost frame in the user's own code (a model_fn, a conf), if any."""
+    import sysconfig
+
+    library = [os.path.dirname(os.path.abspath(__file__))]
+    library += [sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")]
+    frames = [f for f in traceback.extract_tb(error.__traceback__)
+              if not any(os.path.abspath(f.filename).startswith(prefix + os.sep) for prefix in library)]
+    return f" at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else ""
 
 
 if __name__ == "__main__":

@@ -42,9 +42,33 @@ def trained(tiny_data):
 def test_help_for_every_command():
     result = _cli("--help")
     assert result.returncode == 0
-    for command in ("run", "export", "predict", "inspect", "report"):
+    for command in ("run", "export", "predict", "inspect", "report", "launch", "scale", "k8s"):
         assert command in result.stdout
         assert _cli(command, "--help").returncode == 0
+
+
+def test_an_unexpected_failure_is_one_line_unless_verbose(tmp_path):
+    """A kubeconfig the client cannot read, a bug: one line; the traceback with --verbose."""
+    manifest = tmp_path / "job.yaml"
+    assert _cli("k8s", "manifest", "examples/census/census_conf.py", "--image", "r/c:1", "-o",
+                str(manifest)).returncode == 0
+    env = {"KUBECONFIG": str(tmp_path / "no-such-kubeconfig"), "KUBERNETES_SERVICE_HOST": ""}
+    quiet = _cli("k8s", "submit", str(manifest), env=env)
+    assert quiet.returncode == 1 and quiet.stderr.count("\n") == 1, quiet.stderr
+    assert "elastimator: error: no Kubernetes cluster to talk to" in quiet.stderr
+    # A bug in the user's model_fn: one line that says where; the traceback on request.
+    conf = tmp_path / "buggy_conf.py"
+    conf.write_text(open(TINY.split(":")[0]).read().replace(
+        "    stacked = tf.stack(", "    1 / 0\n    stacked = tf.stack("))
+    env = {"TINY_DATA": str(tmp_path)}
+    (tmp_path / "train.csv").write_text("a,b,c,d,species\n1,2,3,4,0\n")
+    buggy = _cli("run", f"{conf}:TinyConf", env=env)
+    assert buggy.returncode == 1, buggy.stderr[-2000:]
+    assert f"elastimator: error: ZeroDivisionError: division by zero at {conf}:" in buggy.stderr
+    assert "in iris_model_fn (--verbose shows the traceback)" in buggy.stderr
+    assert "Traceback" not in buggy.stderr
+    verbose = _cli("--verbose", "run", f"{conf}:TinyConf", env=env)
+    assert verbose.returncode == 1 and "Traceback (most recent call last)" in verbose.stderr
 
 
 def test_run_trains_evaluates_exports_and_prints_a_summary(trained):
@@ -148,11 +172,17 @@ def test_predict_takes_a_model_dir_and_uses_its_newest_export(trained, tmp_path)
     newest = sorted(os.listdir(os.path.join(model_dir, "export", "latest")), key=int)[-1]
     out = tmp_path / "predictions.csv"
     result = _cli("predict", "--saved-model", model_dir, "--input", os.path.join(data, "train.csv"),
-                  "--output", str(out))
+                  "--output", str(out), "--keep-columns", "species,a")
     assert result.returncode == 0, result.stderr[-2000:]
     assert f"Using the newest export under {model_dir}: {os.path.join(model_dir, 'export', 'latest', newest)}" \
         in result.stderr
-    assert len(list(csv.reader(open(out)))) == 151
+    rows = list(csv.reader(open(out)))
+    inputs = list(csv.reader(open(os.path.join(data, "train.csv"))))
+    assert len(rows) == 151 and rows[0][:3] == ["species", "a", "classes"]
+    assert [r[:2] for r in rows[1:]] == [[r[4], r[0]] for r in inputs[1:]]  # kept as written, row by row
+    unknown = _cli("predict", "--saved-model", model_dir, "--input", os.path.join(data, "train.csv"),
+                   "--keep-columns", "id")
+    assert unknown.returncode == 1 and "--keep-columns names ['id']" in unknown.stderr
     empty = tmp_path / "untrained"
     empty.mkdir()
     nothing = _cli("predict", "--saved-model", str(empty), "--input", os.path.join(data, "train.csv"))

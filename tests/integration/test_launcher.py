@@ -1,5 +1,6 @@
 """`elastimator launch`: the census job as ps, chief, workers and evaluator processes, with faults and scaling."""
 
+import json
 import os
 import signal
 import subprocess
@@ -86,11 +87,16 @@ def test_a_task_that_hangs_at_start_is_named(tmp_path, monkeypatch):
     assert all(_gone(e["pid"]) for e in launcher.events if e["event"] == "start")
 
 
-def test_ctrl_c_ends_every_process(tmp_path):
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["ctrl-c", "sigint-ignored-by-the-shell"])
+def test_ctrl_c_ends_every_process(tmp_path, sigint_ignored):
+    """SIGINT to the launcher alone (not its process group) stops every process, even when the shell that
+    started it ignored SIGINT (nohup, some CI shells); the chief saves a checkpoint on the way out."""
     model_dir = tmp_path / "model"
     cli = os.path.join(os.path.dirname(sys.executable), "elastimator")
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
     launch = subprocess.Popen([cli, "launch", CONF, "--workers", "1", "--model-dir", str(model_dir),
-                               "--max-steps", "100000"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               "--max-steps", "100000"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              preexec_fn=ignore)
     lines = []
     for line in launch.stdout:
         lines.append(line)
@@ -98,14 +104,17 @@ def test_ctrl_c_ends_every_process(tmp_path):
             break
     else:
         pytest.fail("".join(lines[-40:]))
-    import json
-
     pids = json.loads((model_dir / "launcher" / "state.json").read_text())["tasks"].values()
     assert len(pids) == 3
     launch.send_signal(signal.SIGINT)
-    rest, _ = launch.communicate(timeout=60)
+    # Bounded by the launcher's grace for its children (30 s) plus their start-up under load.
+    rest, _ = launch.communicate(timeout=180)
     assert launch.returncode == 130, rest[-3000:]
+    assert "job LaunchConf was stopped (exit code 130)" in rest
     assert all(_gone(pid) for pid in pids)
+    saved = [int(name[len("model.ckpt-"):-len(".index")]) for name in os.listdir(model_dir)
+             if name.startswith("model.ckpt-") and name.endswith(".index")]
+    assert max(saved, default=0) > 0, f"the chief saved no checkpoint on the way out: {saved}"
 
 
 def test_a_conf_that_does_not_import_is_reported_once(tmp_path):

@@ -1,10 +1,14 @@
 """Cluster plans: addresses and TF_CONFIGs for a launched job, and ports that are taken."""
 
+import json
+import os
 import socket
+import subprocess
+import sys
 
 import pytest
 
-from elastimator.cluster.launcher import LaunchSpec, request_scale
+from elastimator.cluster.launcher import LaunchSpec, request_scale, scale_request_path, state_path
 from elastimator.cluster.plan import ClusterPlan, Task
 from elastimator.errors import ClusterError
 from elastimator.estimator.run_config import parse_cluster
@@ -39,3 +43,18 @@ def test_out_of_range_requests_are_refused(tmp_path):
         LaunchSpec("c.py", str(tmp_path), workers=2, max_workers=1)
     with pytest.raises(ClusterError, match="is `elastimator launch` running"):
         request_scale(str(tmp_path), 2)
+
+
+def test_scale_says_so_when_the_launcher_was_killed(tmp_path):
+    """A launcher killed with SIGKILL leaves a state file that says running: its pid is what tells."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    os.makedirs(os.path.dirname(state_path(str(tmp_path))))
+    with open(state_path(str(tmp_path)), "w") as f:
+        json.dump({"running": True, "launcher_pid": int(gone.stdout), "workers": 1, "max_workers": 2}, f)
+    with pytest.raises(ClusterError, match="is not running"):
+        request_scale(str(tmp_path), 2)
+    assert not os.path.exists(scale_request_path(str(tmp_path)))
+    with open(state_path(str(tmp_path)), "w") as f:
+        json.dump({"running": True, "launcher_pid": os.getpid(), "workers": 1, "max_workers": 2}, f)
+    request_scale(str(tmp_path), 2)
+    assert os.path.exists(scale_request_path(str(tmp_path)))

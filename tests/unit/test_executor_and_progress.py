@@ -4,6 +4,7 @@ import io
 import os
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import elastimator as est
@@ -11,7 +12,8 @@ from elastimator import Column, ElasticReader
 from elastimator.job.conf import JobConf
 from elastimator.job.executor import run_job
 from elastimator.job.progress import ProgressHook, format_duration, progress_line
-from tests.helpers import linear_model_fn
+from elastimator.job.report import readable_limits
+from tests.helpers import linear_model_fn, read_events
 
 COLUMNS = [Column.create(n, "float32") for n in "abcd"] + [Column.create("species", "int", is_label=True)]
 
@@ -96,3 +98,22 @@ def test_progress_redraws_in_place_on_a_terminal(tmp_path):
     assert "step 20/20" in terminal.getvalue()
     lines = log.getvalue().splitlines()
     assert "\r" not in log.getvalue() and lines[-1].startswith("step 20/20") and "loss" in lines[-1]
+
+
+def test_training_loss_is_written_every_20_steps_unless_the_conf_says_otherwise(tmp_path):
+    """`report` and TensorBoard get a curve: log_steps=200 used to leave 16 points over 3,000 steps."""
+    base = {"classifier_class": inner_model_fn, "batch_size": 30, "max_steps": 100, "log_steps": 200,
+            "train_set": {"reader": IrisReader(), "columns": COLUMNS, "epoch": None}}
+    run_job(JobConf.from_object({**base, "model_dir": str(tmp_path / "default")}), show_progress=False)
+    steps = [step for step, _ in read_events(str(tmp_path / "default"))["loss"]]
+    assert steps == list(range(1, 101, 20)) or steps == list(range(0, 100, 20)) + [100], steps
+    run_job(JobConf.from_object({**base, "model_dir": str(tmp_path / "set"), "summary_steps": 50}),
+            show_progress=False)
+    assert len(read_events(str(tmp_path / "set"))["loss"]) < len(steps)
+
+
+def test_report_axes_do_not_magnify_noise():
+    assert readable_limits([0.845, 0.850]) == pytest.approx((0.7925, 0.9025))  # not a cliff
+    assert readable_limits([0.99, 1.0]) == pytest.approx((0.89, 1.0))  # stays within [0, 1]
+    low, high = readable_limits([100.0, 101.0])
+    assert high - low == pytest.approx(1.1 * 10.1)  # 10% of the largest value, padded by 10%

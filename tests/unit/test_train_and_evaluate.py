@@ -1,5 +1,6 @@
 """train_and_evaluate in local mode: evaluations, exporters, early stopping, metrics."""
 
+import json
 import os
 
 import numpy as np
@@ -94,6 +95,23 @@ def test_best_exporter_exports_first_even_when_current_events_exist(make_estimat
     exporter = est.BestExporter("best", receiver)
     path = os.path.join(estimator.model_dir, "export", "best")
     assert exporter.export(estimator, path, estimator.latest_checkpoint(), metrics, False) is not None
+
+
+def test_no_checkpoint_is_exported_twice_under_one_name(make_estimator, iris, receiver):
+    """A restarted evaluator re-evaluates the newest checkpoint; its exports are already there."""
+    x, y = iris
+    estimator = make_estimator(save_checkpoints_steps=20)
+    estimator.train(train_input(x, y), max_steps=20)
+    metrics = estimator.evaluate(eval_input(x, y))
+    for exporter in (est.BestExporter("best", receiver), est.LatestExporter("latest", receiver),
+                     est.FinalExporter("final", receiver)):
+        path = os.path.join(estimator.model_dir, "export", exporter.name)
+        assert exporter.export(estimator, path, estimator.latest_checkpoint(), metrics, True) is not None
+        again = type(exporter)(exporter.name, receiver)  # a new process's exporter
+        assert again.export(estimator, path, estimator.latest_checkpoint(), metrics, True) is None
+        assert len(os.listdir(path)) == 1
+        with open(os.path.join(path, os.listdir(path)[0], "assets.extra", "elastimator_origin.json")) as f:
+            assert json.load(f) == {"global_step": 20, "checkpoint": "model.ckpt-20"}
 
 
 def test_early_stopping_in_local_mode(make_estimator, iris):

@@ -207,7 +207,13 @@ def _api_client(api_client=None):
     try:
         config.load_incluster_config()
     except config.ConfigException:
-        config.load_kube_config()
+        try:
+            config.load_kube_config()
+        except (config.ConfigException, OSError) as e:
+            raise ClusterError(f"no Kubernetes cluster to talk to: not inside a pod, and the kubeconfig "
+                               f"({os.environ.get('KUBECONFIG', '~/.kube/config')}) could not be read ({e}). Point "
+                               "KUBECONFIG at your cluster's config, or run `elastimator k8s manifest` and apply "
+                               "its output with kubectl.") from None
     return client.ApiClient()
 
 

@@ -123,12 +123,26 @@ def request_scale(model_dir: str, workers: int) -> None:
     except FileNotFoundError:
         raise ClusterError(f"no launcher state in {model_dir}/launcher; is `elastimator launch` running this "
                            "model_dir?") from None
-    if not state.get("running"):
-        raise ClusterError(f"the launcher of {model_dir} has stopped; there is nothing to scale.")
+    if not state.get("running") or not _alive(state.get("launcher_pid")):
+        raise ClusterError(f"the launcher of {model_dir} is not running (it stopped, or was killed); there is "
+                           "nothing to scale. Start the job again with `elastimator launch`.")
     if not 0 <= workers <= state["max_workers"]:
         raise ClusterError(f"the job has {state['max_workers']} worker slot(s); asked for {workers}. Relaunch "
                            "with a larger --max-workers to go further.")
     _write_json(scale_request_path(model_dir), {"workers": workers, "requested_at": time.time()})
+
+
+def _alive(pid) -> bool:
+    """Whether a process with this pid runs on this machine (a launcher's state file names its pid)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: it exists
+    return True
 
 
 def _die_with_parent() -> None:
@@ -204,25 +218,36 @@ class Launcher:
                 self._retire(child)
         self._write_state()
 
+    def restarts(self) -> dict[str, int]:
+        """Tasks restarted at least once, and how often."""
+        return {name: child.restarts for name, child in self._children.items() if child.restarts}
+
     def request_stop(self) -> None:
         """Asks a running `run()` to end the job (safe from a signal handler); it returns 130."""
         self._stopping.set()
 
-    def stop(self, grace_secs: float = 10.0) -> None:
-        """Ends every child still running: SIGTERM, then SIGKILL after `grace_secs`."""
+    def stop(self, grace_secs: float = 30.0) -> None:
+        """Ends every child still running: SIGTERM (trainers save a checkpoint first, within 25 s), then
+        SIGKILL after `grace_secs`."""
         self._stopping.set()
         live = [c for c in self._children.values() if c.process is not None and c.process.poll() is None]
-        for child in live:
+        # Trainers first: their last step and checkpoint need the parameter servers, which go after them.
+        self._terminate([c for c in live if c.task.role != "ps"], grace_secs)
+        self._terminate([c for c in live if c.task.role == "ps"], grace_secs)
+        self._write_state(running=False)
+
+    @staticmethod
+    def _terminate(children: list[_Child], grace_secs: float) -> None:
+        for child in children:
             child.retired = True
             child.process.terminate()
         deadline = time.monotonic() + grace_secs
-        for child in live:
+        for child in children:
             try:
                 child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 child.process.kill()
                 child.process.wait()
-        self._write_state(running=False)
 
     # --- starting ----------------------------------------------------------------------------
 
@@ -238,7 +263,7 @@ class Launcher:
         self._write_state()
 
     def _command(self) -> list[str]:
-        command = [sys.executable, "-m", "elastimator.cli", "run", self.spec.conf, "--no-progress",
+        command = [sys.executable, "-m", "elastimator.cli", "run", self.spec.conf, "--no-progress", "--no-summary",
                    "--model-dir", self.spec.model_dir]
         if self.spec.max_steps is not None:
             command += ["--max-steps", str(self.spec.max_steps)]
@@ -246,8 +271,7 @@ class Launcher:
 
     def _env(self, task: Task) -> dict[str, str]:
         return dict(os.environ, TF_CONFIG=json.dumps(self.plan.tf_config(task)), PYTHONUNBUFFERED="1",
-                    TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"),
-                    ELASTIMATOR_SHARD_SERVICE=self.plan.shard_service, ELASTIMATOR_JOB_TOKEN=self.plan.token,
+                    ELASTIMATOR_TRACEBACKS="1", ELASTIMATOR_SHARD_SERVICE=self.plan.shard_service, ELASTIMATOR_JOB_TOKEN=self.plan.token,
                     ELASTIMATOR_WORKER_TIMEOUT_SECS=str(self.spec.worker_timeout_secs))
 
     def _start(self, task: Task, fresh: bool = False) -> None:

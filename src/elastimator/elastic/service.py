@@ -120,7 +120,7 @@ class ShardService:
                 reply = {"sealing": True}
             else:
                 reply = handler(request)
-            if worker is not None:
+            if worker is not None and method != "leave":
                 self._last_seen[worker] = self._clock()
                 self._heard.add(worker)
                 reply["lease_floor"] = self.book.lease_floor
@@ -194,6 +194,15 @@ class ShardService:
         _field(request, "worker", str)
         return {}
 
+    def _leave(self, request):
+        worker = _field(request, "worker", str)
+        self._last_seen.pop(worker, None)
+        returned = self.book.fail_worker(worker)
+        if returned:
+            logger.info("%s ended its training; %d shard(s) it had begun went back to the queue.", worker,
+                        returned)
+        return {"returned": returned}
+
     def _fail_worker(self, request):
         failed = _field(request, "failed_worker", str)
         self._last_seen.pop(failed, None)
@@ -238,8 +247,13 @@ class ShardService:
         return self.book.status(_field(request, "dataset", str))
 
 
-METHODS = ("add_dataset", "request", "report", "heartbeat", "fail_worker", "seal", "commit", "restore", "status",
+METHODS = ("add_dataset", "request", "report", "heartbeat", "leave", "fail_worker", "seal", "commit", "restore", "status",
            "open", "unheard")
+
+
+BEST_EFFORT_METHODS = frozenset({"leave"})
+"""Tried once, briefly: a process on its way out must not wait for a service that may be stopping too."""
+BEST_EFFORT_TIMEOUT_SECS = 5.0
 
 
 def _field(request: dict, name: str, kind: type):
@@ -293,9 +307,14 @@ class ShardServer:
         return handle
 
     def start(self) -> "ShardServer":
-        port = self._server.add_insecure_port(f"{self._host}:{self._port}")
+        try:
+            port = self._server.add_insecure_port(f"{self._host}:{self._port}")
+        except RuntimeError:  # newer grpcio raises where older ones returned 0
+            port = 0
         if port == 0:
-            raise ShardServiceError(f"the shard service could not bind {self._host}:{self._port}; is it in use?")
+            raise ShardServiceError(f"the shard service could not listen on {self._host}:{self._port}: the port is "
+                                    "in use (or the address is not this machine's). Choose another --port, or 0 "
+                                    "for any free one.")
         self.address = f"{self._host}:{port}"
         self._server.start()
         threading.Thread(target=self._reap_loop, name="shard-reaper", daemon=True).start()
@@ -345,10 +364,12 @@ class _GrpcTransport:
 
     def __call__(self, method: str, request: dict) -> dict:
         payload = json.dumps(request).encode("utf-8")
-        deadline = time.monotonic() + self._retry_secs
+        once = method in BEST_EFFORT_METHODS
+        deadline = time.monotonic() + (0.0 if once else self._retry_secs)
+        timeout = min(self._timeout, BEST_EFFORT_TIMEOUT_SECS) if once else self._timeout
         while True:
             try:
-                raw = self._calls[method](payload, timeout=self._timeout, metadata=self._metadata, wait_for_ready=True)
+                raw = self._calls[method](payload, timeout=timeout, metadata=self._metadata, wait_for_ready=True)
                 return json.loads(raw.decode("utf-8"))
             except grpc.RpcError as e:
                 retry = e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
@@ -423,6 +444,10 @@ class ShardClient:
 
     def heartbeat(self) -> None:
         self.call("heartbeat")
+
+    def leave(self) -> int:
+        """This worker's training ended on purpose: its unfinished shards go back now, with no warning."""
+        return self.call("leave")["returned"]
 
     def fail_worker(self, worker: str) -> int:
         return self.call("fail_worker", failed_worker=worker)["returned"]

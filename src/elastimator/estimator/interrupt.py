@@ -69,11 +69,12 @@ class StopOnSignalHook(tf.compat.v1.train.SessionRunHook):
         self._watchdog.start()
 
     def _expire(self, signum: int) -> None:
+        # This runs in the watchdog's thread, where signal handlers cannot be changed: end the process directly,
+        # with the exit status a shell gives a process the signal ended.
         logger.error("The step and the checkpoint did not finish within %.0fs of %s; stopping now.",
                      self._grace_secs, signal.Signals(signum).name)
-        self._restore()
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum if signum != signal.SIGINT else signal.SIGTERM)
+        logging.shutdown()
+        os._exit(128 + signum)  # pylint: disable=protected-access
 
     def after_run(self, run_context, run_values):
         del run_values

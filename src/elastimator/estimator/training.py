@@ -106,6 +106,8 @@ def train(
         logger.info("Skipping training: global step %d of %s has reached max_steps=%d.",
                     checkpoints.global_step_of(latest), latest, max_steps)
         return None
+    if latest is not None and config.is_chief:
+        logger.info("Resuming from step %d (%s).", checkpoints.global_step_of(latest), latest)
     with tf.Graph().as_default():
         built = model_graph.build_for(estimator, ModeKeys.TRAIN, input_fn)
         spec = built.spec

@@ -6,7 +6,7 @@ import csv
 import logging
 import os
 import sys
-from typing import Iterator, TextIO
+from typing import Iterator, Sequence, TextIO
 
 import numpy as np
 import tensorflow as tf
@@ -104,11 +104,13 @@ def _text(value) -> str:
 
 
 def predict_file(saved_model_dir: str, input_path: str, output: TextIO | None = None, batch_size: int = 1024,
-                 field_delim: str = ",", signature: str = "serving_default") -> int:
+                 field_delim: str = ",", signature: str = "serving_default", keep_columns: Sequence[str] = ()
+                 ) -> int:
     """Writes one CSV row of outputs per input row; returns the number of rows.
 
     The input's header names the columns; the signature's inputs are taken by
-    name (other columns, such as the label, are ignored).
+    name (other columns, such as the label, are ignored). `keep_columns` are
+    input columns (an id, the label) copied first into each output row.
     """
     _, function = _signature(resolve_saved_model(saved_model_dir), signature)
     input_specs = function.structured_input_signature[1]
@@ -126,7 +128,12 @@ def predict_file(saved_model_dir: str, input_path: str, output: TextIO | None = 
         if missing:
             raise ReaderError(f"--input {input_path!r} lacks column(s) {missing} that the model takes; its header "
                               f"has {header}.")
-        ignored = sorted(set(header) - set(input_specs))
+        absent = [name for name in keep_columns if name not in header]
+        if absent:
+            raise ReaderError(f"--keep-columns names {absent}, which --input {input_path!r} does not have; its "
+                              f"header has {header}.")
+        kept = [header.index(name) for name in keep_columns]
+        ignored = sorted(set(header) - set(input_specs) - set(keep_columns))
         if ignored:
             logger.info("Ignoring input column(s) the model does not take: %s", ", ".join(ignored))
         index = {name: header.index(name) for name in input_specs}
@@ -141,9 +148,9 @@ def predict_file(saved_model_dir: str, input_path: str, output: TextIO | None = 
                       for name, spec in input_specs.items()}
             names, columns = _flatten(function(**inputs))
             if rows == 0:
-                writer.writerow(names)
-            for values in zip(*columns):
-                writer.writerow([_text(v) for v in values])
+                writer.writerow([*keep_columns, *names])
+            for row, values in zip(batch, zip(*columns)):
+                writer.writerow([*(row[i] for i in kept), *(_text(v) for v in values)])
             rows += len(batch)
             line += len(batch)
     return rows

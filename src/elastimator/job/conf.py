@@ -95,7 +95,10 @@ class JobConf:
     keep_checkpoint_max: int = 5
     """Newest checkpoints to keep."""
     log_steps: int = 100
-    """Log (and update the progress bar) every N steps; also the summary frequency."""
+    """Log (and update the progress bar) every N steps."""
+    summary_steps: int | None = None
+    """Write the training loss and summaries (TensorBoard, `elastimator report`) every N steps (None: every
+    log_steps or 20 steps, whichever is more often)."""
     steps_per_execution: int = 1
     """Training steps per session call (RunConfig.steps_per_execution); hooks and progress run between calls."""
     eval_steps: int | None = None
@@ -131,7 +134,7 @@ class JobConf:
                 raise ConfError(f"conf: {key!r} is required.")
         _check_classifier(raw["classifier_class"])
         for key in ("batch_size", "epoch", "max_steps", "save_steps", "save_secs", "eval_steps", "eval_every_steps",
-                    "tf_random_seed"):
+                    "summary_steps", "tf_random_seed"):
             _check_int(key, raw.get(key), allow_none=True, minimum=0 if key == "tf_random_seed" else 1)
         for key in ("keep_checkpoint_max", "log_steps", "steps_per_execution", "eval_throttle_secs",
                     "eval_start_delay_secs"):

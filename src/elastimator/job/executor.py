@@ -51,11 +51,15 @@ class JobResult:
         return {name: data["bad_records"] for name, data in self.data_sets.items()}
 
 
+DEFAULT_SUMMARY_STEPS = 20
+"""Summaries this often (unless log_steps is smaller) give `report` and TensorBoard a curve, not a few points."""
+
+
 def run_config(conf: JobConf, tf_config: Mapping | None = None) -> RunConfig:
     return RunConfig(
         model_dir=conf.model_dir,
         tf_random_seed=conf.tf_random_seed,
-        save_summary_steps=conf.log_steps,
+        save_summary_steps=conf.summary_steps or min(conf.log_steps, DEFAULT_SUMMARY_STEPS),
         log_step_count_steps=conf.log_steps,
         keep_checkpoint_max=conf.keep_checkpoint_max,
         steps_per_execution=conf.steps_per_execution,

@@ -66,6 +66,17 @@ def metrics_rows(metrics: Mapping) -> list[tuple[str, str]]:
     return [(k, _number(v)) for k, v in sorted(metrics.items()) if k != "global_step"]
 
 
+def job_rows(summary: ModelDirSummary) -> list[tuple[str, str]]:
+    """The end-of-job table for a model_dir that several processes wrote (what `launch` prints once)."""
+    step = summary.checkpoints[-1][0] if summary.checkpoints else 0
+    rows = [("model_dir", summary.model_dir), ("global step", str(step))]
+    for name, metrics in summary.evaluations.items():
+        rows.append((f"last evaluation ({name}/)", f"step {metrics.get('global_step')}"))
+        rows += metrics_rows(metrics)
+    rows += [(f"export ({name})", paths[-1]) for name, paths in summary.exports.items()]
+    return rows + data_report.rows(summary.data_sets)
+
+
 def render(summary: ModelDirSummary) -> str:
     lines = [f"model_dir: {summary.model_dir}"]
     if summary.checkpoints:

@@ -19,6 +19,21 @@ def _series(pattern: str) -> dict[str, list[tuple[int, float]]]:
     return series
 
 
+def readable_limits(values, min_span_fraction: float = 0.1) -> tuple[float, float]:
+    """y-axis limits that show `values` without magnifying noise: at least 0.1 wide for a metric within
+    [0, 1] (accuracy, AUC), at least 10% of its size otherwise, and clipped to [0, 1] when it lives there."""
+    lo, hi = min(values), max(values)
+    unit = 0.0 <= lo and hi <= 1.0
+    span = max(hi - lo, min_span_fraction if unit else min_span_fraction * max(abs(lo), abs(hi), 1e-12))
+    middle = (lo + hi) / 2
+    lo, hi = middle - 0.55 * span, middle + 0.55 * span
+    if unit and lo < 0.0:  # slide the window into [0, 1]
+        lo, hi = 0.0, hi - lo
+    if unit and hi > 1.0:
+        lo, hi = max(0.0, lo - (hi - 1.0)), 1.0
+    return lo, hi
+
+
 def write_report(model_dir: str, output: str | None = None) -> str:
     """Plots `loss` (and steps/s) from training events and every eval metric; returns the PNG path.
 
@@ -47,12 +62,17 @@ def write_report(model_dir: str, output: str | None = None) -> str:
         if "loss" in series:
             flat[0].plot(*zip(*series["loss"]), marker="o", label=f"{name} loss")
     flat[0].set_title("loss")
+    flat[0].set_ylabel("loss")
     flat[0].legend()
     for axis, metric in zip(flat[1:], eval_metrics):
+        shown = []
         for name, series in evaluations.items():
             if metric in series:
                 axis.plot(*zip(*series[metric]), marker="o", label=name)
+                shown += [value for _, value in series[metric]]
+        axis.set_ylim(*readable_limits(shown))
         axis.set_title(metric)
+        axis.set_ylabel(metric)
         axis.legend()
     for axis in flat:
         axis.set_xlabel("global step")

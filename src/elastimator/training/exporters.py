@@ -1,6 +1,9 @@
 """Exporters: which SavedModels `train_and_evaluate` writes after each evaluation.
 
-Each exporter writes to `<model_dir>/export/<name>/<timestamp>/`.
+Each exporter writes to `<model_dir>/export/<name>/<timestamp>/`, and records in the
+export's `assets.extra/elastimator_origin.json` the global step it was made from, so
+that no checkpoint is exported twice under one name (an evaluator restarted after
+the final evaluation re-evaluates the newest checkpoint).
 """
 
 from __future__ import annotations
@@ -8,9 +11,11 @@ from __future__ import annotations
 import abc
 import glob
 import inspect
+import json
 import logging
 import os
 import shutil
+import tempfile
 from typing import Callable, Mapping
 
 import tensorflow as tf
@@ -18,6 +23,7 @@ import tensorflow as tf
 from elastimator.errors import ConfigError
 
 logger = logging.getLogger("elastimator")
+ORIGIN_FILE = "elastimator_origin.json"
 
 
 class Exporter(abc.ABC):
@@ -54,11 +60,21 @@ class _SavedModelExporter(Exporter):
     def name(self) -> str:
         return self._name
 
-    def _export(self, estimator, export_path: str, checkpoint_path: str) -> bytes:
-        return estimator.export_saved_model(
-            export_path, self._receiver_fn, assets_extra=self._assets_extra, as_text=self._as_text,
-            checkpoint_path=checkpoint_path,
-        )
+    def _export(self, estimator, export_path: str, checkpoint_path: str, eval_result: Mapping) -> bytes | None:
+        step = eval_result.get("global_step")
+        if step is not None and int(step) in exported_steps(export_path):
+            logger.info("%s already holds an export of global step %d; not exporting it again.", export_path,
+                        int(step))
+            return None
+        with tempfile.TemporaryDirectory() as scratch:
+            origin = os.path.join(scratch, ORIGIN_FILE)
+            with open(origin, "w") as f:
+                json.dump({"global_step": None if step is None else int(step),
+                           "checkpoint": os.path.basename(checkpoint_path or "")}, f)
+            return estimator.export_saved_model(
+                export_path, self._receiver_fn, assets_extra={**(self._assets_extra or {}), ORIGIN_FILE: origin},
+                as_text=self._as_text, checkpoint_path=checkpoint_path,
+            )
 
 
 def _check_keep(owner: str, exports_to_keep) -> None:
@@ -72,6 +88,20 @@ def exports_in(export_path: str) -> list[str]:
         return []
     stamps = [d for d in tf.io.gfile.listdir(export_path) if d.rstrip("/").isdigit()]
     return [os.path.join(export_path, d.rstrip("/")) for d in sorted(stamps, key=lambda d: int(d.rstrip("/")))]
+
+
+def exported_steps(export_path: str) -> set[int]:
+    """The global steps the exports under `export_path` were made from (as their origin files say)."""
+    steps = set()
+    for export in exports_in(export_path):
+        try:
+            with open(os.path.join(export, "assets.extra", ORIGIN_FILE)) as f:
+                step = json.load(f).get("global_step")
+        except (OSError, ValueError, AttributeError):
+            continue  # exported by something else, or by an older elastimator
+        if isinstance(step, int):
+            steps.add(step)
+    return steps
 
 
 def garbage_collect(export_path: str, exports_to_keep: int | None) -> None:
@@ -88,7 +118,7 @@ class FinalExporter(_SavedModelExporter):
     def export(self, estimator, export_path, checkpoint_path, eval_result, is_the_final_export):
         if not is_the_final_export:
             return None
-        return self._export(estimator, export_path, checkpoint_path)
+        return self._export(estimator, export_path, checkpoint_path, eval_result)
 
 
 class LatestExporter(_SavedModelExporter):
@@ -100,7 +130,7 @@ class LatestExporter(_SavedModelExporter):
         self._keep = exports_to_keep
 
     def export(self, estimator, export_path, checkpoint_path, eval_result, is_the_final_export):
-        path = self._export(estimator, export_path, checkpoint_path)
+        path = self._export(estimator, export_path, checkpoint_path, eval_result)
         garbage_collect(export_path, self._keep)
         return path
 
@@ -182,7 +212,7 @@ class BestExporter(_SavedModelExporter):
             if self._best is None or self._compare(best_eval_result=self._best, current_eval_result=earlier[step]):
                 self._best = earlier[step]
         if self._best is not None:
-            logger.info("%s: best evaluation so far (from events) is at step %s.", self.name,
+            logger.info("%s: the best earlier evaluation (from events) is at step %s.", self.name,
                         self._best["global_step"])
 
     def export(self, estimator, export_path, checkpoint_path, eval_result, is_the_final_export):
@@ -192,7 +222,7 @@ class BestExporter(_SavedModelExporter):
         if not first and self._best is not None and not self._compare(
                 best_eval_result=self._best, current_eval_result=eval_result):
             return None
-        path = self._export(estimator, export_path, checkpoint_path)
+        path = self._export(estimator, export_path, checkpoint_path, eval_result)
         self._best = dict(eval_result)
         garbage_collect(export_path, self._keep)
         return path

@@ -1,0 +1,136 @@
+"""Importing TensorFlow: the supported versions, and a quiet import for the command line.
+
+elastimator runs on every TensorFlow release since tf.estimator's removal: 2.16 through 2.21, CPU or
+GPU builds. `require_supported()` imports TensorFlow once and says clearly when none, or an older
+one, is installed. `import_quietly()` is the command line's import: TensorFlow's native runtime
+prints lines while it loads (absl's "All log messages before absl::InitializeLog()", "Could not find
+cuda drivers") that no setting turns off, so they are held back unless the user asked for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import sys
+import tempfile
+import warnings
+
+OLDEST = (2, 16)
+NEWEST_TESTED = (2, 21)
+_INSTALL_HINT = "pip install 'tensorflow>=2.16,<2.22' 'tf-keras>=2.16,<2.22' (tensorflow[and-cuda] for GPUs)"
+_DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-intel", "tf-nightly", "tf-nightly-cpu")
+"""Wheels that install the same `tensorflow` package; two of different versions leave a mix of both."""
+
+_LOAD_NOISE = re.compile(
+    r"^WARNING: All log messages before absl::InitializeLog\(\)"
+    r"|^[IW]\d{4} [\d:. ]+\d+ \S+\.cc:\d+\]"  # native INFO and WARNING lines: cudart_stub, cpu_feature_guard
+    r"|^To enable the following instructions: .* rebuild TensorFlow")
+_DEPRECATED_V1_LAYERS = r"`tf\.layers\..*` is deprecated"
+
+logger = logging.getLogger("elastimator")
+
+
+class UnsupportedTensorFlowError(ImportError):
+    """No TensorFlow, or one older than 2.16, is installed."""
+
+
+def parse_version(text: str) -> tuple[int, int]:
+    """(major, minor) of a TensorFlow version string such as '2.21.0' or '2.17.0rc1'."""
+    match = re.match(r"(\d+)\.(\d+)", text)
+    if match is None:
+        raise UnsupportedTensorFlowError(f"cannot read TensorFlow's version {text!r}.")
+    return int(match.group(1)), int(match.group(2))
+
+
+def check_version(version: str) -> None:
+    """Raises for a TensorFlow older than 2.16; warns once for one newer than elastimator was tested on."""
+    found = parse_version(version)
+    if found < OLDEST:
+        raise UnsupportedTensorFlowError(
+            f"elastimator runs on TensorFlow {OLDEST[0]}.{OLDEST[1]} or newer; this environment has {version}, "
+            f"which still ships tf.estimator itself. To upgrade: {_INSTALL_HINT}.")
+    if found > NEWEST_TESTED:
+        logger.warning("TensorFlow %s is newer than elastimator was tested on (%d.%d); report what breaks.",
+                       version, *NEWEST_TESTED)
+
+
+def check_single_build(installed: dict[str, str]) -> None:
+    """Raises when wheels of different versions wrote the same `tensorflow` package (e.g. `tensorflow-cpu`
+    2.17 beside the `tensorflow` 2.21 that tf-keras 2.21 pulls in): its files are then a mix of both."""
+    if len(set(installed.values())) > 1:
+        found = ", ".join(f"{name} {version}" for name, version in sorted(installed.items()))
+        raise UnsupportedTensorFlowError(
+            f"two TensorFlow builds of different versions are installed over each other ({found}). Keep one: "
+            f"pip uninstall {' '.join(sorted(installed))}, then pip install 'tensorflow==X.Y.*' 'tf-keras==X.Y.*' "
+            "for the version you want.")
+
+
+def installed_builds() -> dict[str, str]:
+    """The TensorFlow wheels pip installed here, by distribution name: their versions."""
+    from importlib import metadata  # pylint: disable=import-outside-toplevel
+
+    installed = {}
+    for name in _DISTRIBUTIONS:
+        try:
+            installed[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return installed
+
+
+def require_supported():
+    """Imports TensorFlow and returns it, or raises `UnsupportedTensorFlowError` saying what to install."""
+    if "tensorflow" not in sys.modules:
+        check_single_build(installed_builds())
+    try:
+        import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    except ModuleNotFoundError as e:
+        if e.name != "tensorflow":
+            raise
+        raise UnsupportedTensorFlowError(
+            f"elastimator needs TensorFlow {OLDEST[0]}.{OLDEST[1]} to {NEWEST_TESTED[0]}.{NEWEST_TESTED[1]}, and "
+            f"none is installed: {_INSTALL_HINT}.") from None
+    check_version(tf.__version__)
+    return tf
+
+
+def import_quietly(verbose: bool):
+    """Imports TensorFlow for the command line: its load-time native lines and v1-layer deprecation
+    warnings only when `verbose`; its Python logger at ERROR unless `verbose`, and printed once."""
+    if not verbose:
+        # Native INFO/WARNING/ERROR lines after the load ("failed call to cuInit" on a machine without a GPU);
+        # real failures still reach the user as Python exceptions.
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+        warnings.filterwarnings("ignore", message=_DEPRECATED_V1_LAYERS)
+    already = "tensorflow" in sys.modules
+    with contextlib.nullcontext() if verbose or already else _native_stderr_filtered(_LOAD_NOISE):
+        tf = require_supported()
+    # TensorFlow's logger prints through its own handler; passed on to the root logger as well, each of its
+    # lines (shown when a program sets tf.compat.v1.logging.set_verbosity(INFO)) came out twice.
+    tf.get_logger().propagate = False
+    if not verbose:
+        tf.get_logger().setLevel(logging.ERROR)
+    return tf
+
+
+@contextlib.contextmanager
+def _native_stderr_filtered(noise: re.Pattern):
+    """Holds back file descriptor 2 (native code writes there directly) and replays it without `noise`."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as held:
+        os.dup2(held.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            held.seek(0)
+            kept = [line for line in held.read().decode(errors="replace").splitlines(keepends=True)
+                    if not noise.match(line)]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
