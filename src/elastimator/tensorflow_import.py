@@ -23,10 +23,13 @@ _INSTALL_HINT = "pip install 'tensorflow>=2.16,<2.22' 'tf-keras>=2.16,<2.22' (te
 _DISTRIBUTIONS = ("tensorflow", "tensorflow-cpu", "tensorflow-intel", "tf-nightly", "tf-nightly-cpu")
 """Wheels that install the same `tensorflow` package; two of different versions leave a mix of both."""
 
-_LOAD_NOISE = re.compile(
-    r"^WARNING: All log messages before absl::InitializeLog\(\)"
-    r"|^[IW]\d{4} [\d:. ]+\d+ \S+\.cc:\d+\]"  # native INFO and WARNING lines: cudart_stub, cpu_feature_guard
-    r"|^To enable the following instructions: .* rebuild TensorFlow")
+_NATIVE = (r"^WARNING: All log messages before absl::InitializeLog\(\)"
+           r"|^[{levels}]\d{{4}} [\d:. ]+\d+ \S+:\d+\]"  # absl's format (TF >= 2.17): I0000 00:00:17.5 123 x.cc:31]
+           r"|^\d{{4}}-\d\d-\d\d [\d:.]+: [{levels}] \S+:\d+\]")  # TF 2.16's: 2026-01-01 10:00:00.1: I x.cc:31]
+NATIVE_LOG_LINE = re.compile(_NATIVE.format(levels="IWEF"))
+"""A line TensorFlow's C++ runtime wrote (any level)."""
+_LOAD_NOISE = re.compile(_NATIVE.format(levels="IW") + r"|^To enable the following instructions: .* rebuild TensorFlow")
+"""What TensorFlow's native runtime prints while it loads: cudart_stub, cpu_feature_guard, TF-TRT."""
 _DEPRECATED_V1_LAYERS = r"`tf\.layers\..*` is deprecated"
 
 logger = logging.getLogger("elastimator")

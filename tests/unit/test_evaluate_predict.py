@@ -13,7 +13,8 @@ from tests.helpers import eval_input, linear_model_fn, read_events, train_input
 
 @pytest.fixture
 def trained(make_estimator, iris):
-    estimator = make_estimator(save_checkpoints_steps=50)
+    # Seeded: unseeded, one initialization in twenty or so ended 100 steps below 0.85 accuracy.
+    estimator = make_estimator(save_checkpoints_steps=50, tf_random_seed=7)
     estimator.train(train_input(*iris), steps=100)
     return estimator
 

@@ -24,7 +24,6 @@ import dataclasses
 import json
 import logging
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -37,9 +36,9 @@ from elastimator.cluster.plan import ClusterPlan, Task
 from elastimator.elastic.feed import FIRST_BATCH_LOG
 from elastimator.errors import ClusterError
 from elastimator.estimator.sessions import reachable
+from elastimator.tensorflow_import import NATIVE_LOG_LINE
 
 logger = logging.getLogger("elastimator")
-_TF_NATIVE_LOG = re.compile(r"^[IWEF]\d{4} |^WARNING: All log messages before absl")
 USAGE_EXIT = 2
 
 
@@ -297,7 +296,7 @@ class Launcher:
                 log.flush()
                 if FIRST_BATCH_LOG in line:  # the replacement's first step, for timing
                     self._event("first_step", task)
-                if not _TF_NATIVE_LOG.match(line):
+                if not NATIVE_LOG_LINE.match(line):
                     self._say(task.name, line.rstrip("\n"))
 
     # --- supervising -------------------------------------------------------------------------
