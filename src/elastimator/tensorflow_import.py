@@ -107,6 +107,10 @@ def import_quietly(verbose: bool):
         # real failures still reach the user as Python exceptions.
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
         warnings.filterwarnings("ignore", message=_DEPRECATED_V1_LAYERS)
+        # TensorFlow's and Keras's notices about their own internals (`layer.add_variable`, which feature columns
+        # call): nothing the user's program can change.
+        warnings.filterwarnings("ignore", message=".*is deprecated and will be removed", category=UserWarning,
+                                module=r"(tensorflow|tf_keras|keras)\.")
     already = "tensorflow" in sys.modules
     with contextlib.nullcontext() if verbose or already else _native_stderr_filtered(_LOAD_NOISE):
         tf = require_supported()

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -85,6 +86,23 @@ def test_a_task_that_hangs_at_start_is_named(tmp_path, monkeypatch):
     assert launcher.run() == 1
     assert any("ps-0 did not start: its server never listened" in line for line in console), "".join(console)
     assert all(_gone(e["pid"]) for e in launcher.events if e["event"] == "start")
+
+
+def test_a_normal_end_reads_as_one(tmp_path):
+    """One summary for the job (no role prints its own), no warning at a normal end, no export made twice."""
+    cli = os.path.join(os.path.dirname(sys.executable), "elastimator")
+    model_dir = tmp_path / "model"
+    result = subprocess.run([cli, "launch", CONF, "--workers", "1", "--evaluator", "--model-dir", str(model_dir),
+                             "--max-steps", "600"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = result.stdout
+    assert out.count("job LaunchConf finished (exit code 0)") == 1 and out.count("finished") < 5, out[-3000:]
+    assert "stopped heartbeating" not in out and " WARNING " not in out and "Traceback" not in out, out
+    assert re.search(r"global step +60\d\n", out), out[-2000:]  # max_steps, or a step past it under PS races
+    assert f"export (best)            {model_dir}/export/best/" in out
+    origins = [json.loads((model_dir / "export" / "best" / stamp / "assets.extra" / "elastimator_origin.json")
+                          .read_text())["global_step"] for stamp in os.listdir(model_dir / "export" / "best")]
+    assert len(origins) == len(set(origins)), origins
 
 
 @pytest.mark.parametrize("sigint_ignored", [False, True], ids=["ctrl-c", "sigint-ignored-by-the-shell"])
