@@ -88,6 +88,17 @@ def test_a_task_that_hangs_at_start_is_named(tmp_path, monkeypatch):
     assert all(_gone(e["pid"]) for e in launcher.events if e["event"] == "start")
 
 
+def test_a_worker_still_starting_when_the_chief_finishes_does_not_fail_the_job(tmp_path, monkeypatch):
+    """Issue 15: a worker restarted near the end waited for the finished chief, and `launch` exited 1."""
+    monkeypatch.setenv("HANG_ROLE", "worker")
+    console = Console()
+    launcher = Launcher(LaunchSpec(CONF, str(tmp_path / "model"), ps=1, workers=1, max_steps=200,
+                                   start_timeout_secs=600), out=console)
+    assert launcher.run() == 0, "".join(console)
+    assert any("worker-0 was still starting when the chief finished" in line for line in console), "".join(console)
+    assert all(_gone(e["pid"]) for e in launcher.events if e["event"] == "start")
+
+
 def test_a_normal_end_reads_as_one(tmp_path):
     """One summary for the job (no role prints its own), no warning at a normal end, no export made twice."""
     cli = os.path.join(os.path.dirname(sys.executable), "elastimator")

@@ -336,7 +336,7 @@ class Launcher:
                 if reachable(address, timeout_secs=0.5):
                     child.up = True
                     self._event("up", task)
-                elif now - child.started_at > self.spec.start_timeout_secs:
+                elif now - child.started_at > self.spec.start_timeout_secs and self._training_done_at is None:
                     child.process.kill()
                     return (f"{task.name} did not start: its server never listened on {address} within "
                             f"{self.spec.start_timeout_secs:.0f}s. See {self.logs_dir}/{task.name}.log.", 1)
@@ -368,6 +368,12 @@ class Launcher:
         return None
 
     def _finish_when_ready(self, now: float) -> int | None:
+        for child in self._children.values():
+            if child.task.role == "worker" and child.process is not None and not child.finished and not child.up:
+                # A worker still starting (restarted near the end) has no shard left to train: the job is done.
+                self._say("launcher", f"{child.task.name} was still starting when the chief finished; stopping it, "
+                                      "there is nothing left for it to train")
+                self._retire(child)
         waiting = [c for c in self._children.values() if c.task.role in ("worker", "evaluator")
                    and c.process is not None and not c.finished and c.restart_at is None]
         overdue = now - self._training_done_at > self.spec.finish_timeout_secs
