@@ -115,7 +115,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-
 def _run(args) -> int:
     from elastimator.job import data_report
     from elastimator.job.conf import load_conf
