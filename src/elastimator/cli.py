@@ -1,6 +1,8 @@
 """`elastimator`: run, export, predict with, inspect and report on jobs.
 
-Exit codes: 0 success, 1 the job failed, 2 bad usage or an invalid conf, 130 interrupted.
+Exit codes: 0 success, 1 the job failed, 2 bad usage or an invalid conf, 3 (`run`) the job failed in a way a
+restart would repeat (a NaN loss, too many malformed records, a model_fn or input_fn that returns the
+wrong thing: `launch` ends the job on it instead of retrying), 130 interrupted.
 Answering `--help` and parsing arguments never imports TensorFlow; a failure is one line on stderr
 (its traceback with `--verbose`).
 """
@@ -16,9 +18,22 @@ import sys
 import time
 import traceback
 
-from elastimator.errors import ConfError, ConfigError, ElastimatorError
+from elastimator.errors import (
+    ConfError,
+    ConfigError,
+    ElastimatorError,
+    HeadError,
+    InputFnError,
+    ModelFnError,
+    NanLossError,
+    ReaderError,
+)
 
 USAGE_ERRORS = (ConfError, ConfigError)
+USAGE_EXIT = 2
+REPEATING_ERRORS = (NanLossError, ReaderError, ModelFnError, InputFnError, HeadError)
+"""Failures that a restarted process would meet again."""
+REPEATING_EXIT = 3
 TRACEBACKS_ENV = "ELASTIMATOR_TRACEBACKS"
 """Set (to 1) to print the traceback of an unexpected error without `--verbose`; the launcher sets it for
 its processes, whose output goes to their log files."""
@@ -285,7 +300,9 @@ def main(argv=None) -> int:
             import_quietly(args.verbose)
         return COMMANDS[args.command](args)
     except USAGE_ERRORS as e:
-        return _fail(f"error: {e}", 2)
+        return _fail(f"error: {e}", USAGE_EXIT)
+    except REPEATING_ERRORS as e:
+        return _fail(f"error: {e}", REPEATING_EXIT if args.command == "run" else 1)
     except ElastimatorError as e:
         return _fail(f"error: {e}", 1)
     except KeyboardInterrupt:

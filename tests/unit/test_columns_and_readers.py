@@ -85,6 +85,15 @@ def test_missing_files_and_empty_data(tmp_path):
         empty.check()
 
 
+def test_records_are_located_by_file_and_line_across_files_and_headers(tmp_path):
+    """What a bad record's message names when the shard service hands out global record indices."""
+    (tmp_path / "a.csv").write_text("x,y\n1,2\n3,4\n")
+    (tmp_path / "b.csv").write_text("5,6\n7,8\n9,10\n")
+    reader = FileReader(str(tmp_path / "*.csv"))
+    files, lines = reader.locate(np.arange(5))
+    assert files.tolist() == [0, 0, 1, 1, 1] and lines.tolist() == [2, 3, 1, 2, 3]
+
+
 def test_header_mistake_is_caught_before_training(tmp_path):
     (tmp_path / "h.csv").write_text("x,y\n1,2\n")
     with pytest.raises(ReaderError, match=r"field 'x' = 'x' is not a valid float32.*skip_header=True"):

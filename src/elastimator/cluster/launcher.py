@@ -9,8 +9,9 @@ role prefix (and into `<model_dir>/logs/<task>.log`), and supervises them:
   service; the chief resumes from the newest checkpoint and its seal; trainers
   whose session loses a restarted ps re-create it from the newest checkpoint.
 * a task whose server does not listen within `start_timeout_secs` is a clear
-  failure naming the task; a task that exits 2 (bad conf or usage) is not
-  restarted, since it would fail the same way again.
+  failure naming the task; a task that exits 2 (bad conf or usage) or 3 (a
+  NaN loss, a reader past max_bad_records, a broken model_fn) is not restarted,
+  since it would fail the same way again: the job ends with its message.
 * workers can be added or removed at run time (`scale`, or a request file that
   `elastimator scale MODEL_DIR --workers K` writes); the other tasks go on.
 * when the chief has finished, the launcher waits (bounded) for the workers
@@ -40,6 +41,11 @@ from elastimator.tensorflow_import import NATIVE_LOG_LINE
 
 logger = logging.getLogger("elastimator")
 USAGE_EXIT = 2
+"""`elastimator run`'s exit code for an invalid conf or bad arguments (cli.USAGE_EXIT)."""
+REPEATING_EXIT = 3
+"""`elastimator run`'s exit code for a failure a restart would repeat: a NaN loss, a reader past its
+max_bad_records, a broken model_fn (cli.REPEATING_EXIT)."""
+ERROR_LINE = "elastimator: error: "
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,6 +185,9 @@ class Launcher:
         self._events_lock = threading.Lock()
         self._scaler = autoscale.Tracker() if spec.autoscale else None
         self._next_autoscale = 0.0
+        self._pumps: dict[str, threading.Thread] = {}
+        self._last_error: dict[str, str] = {}
+        """Per task, the last `elastimator: error:` line it printed: what the launcher reports if it fails."""
 
     # --- public ------------------------------------------------------------------------------
 
@@ -285,8 +294,9 @@ class Launcher:
                                          start_new_session=True, preexec_fn=_die_with_parent)
         child.started_at, child.up, child.restart_at = self._clock(), False, None
         child.exit_code, child.finished, child.retired = None, False, False
-        threading.Thread(target=self._pump, args=(task, child.process, log), name=f"log-{task.name}",
-                         daemon=True).start()
+        pump = self._pumps[task.name] = threading.Thread(target=self._pump, args=(task, child.process, log),
+                                                        name=f"log-{task.name}", daemon=True)
+        pump.start()
         self._event("start", task, pid=child.process.pid, restart=child.restarts)
 
     def _pump(self, task: Task, process: subprocess.Popen, log: TextIO) -> None:
@@ -296,6 +306,8 @@ class Launcher:
                 log.flush()
                 if FIRST_BATCH_LOG in line:  # the replacement's first step, for timing
                     self._event("first_step", task)
+                if line.startswith(ERROR_LINE):
+                    self._last_error[task.name] = line[len(ERROR_LINE):].strip()
                 if not NATIVE_LOG_LINE.match(line):
                     self._say(task.name, line.rstrip("\n"))
 
@@ -352,6 +364,11 @@ class Launcher:
         if code == USAGE_EXIT:
             return (f"usage error: {task.name} exited with code 2 (an invalid conf or bad arguments); not "
                     f"restarting it. See {self.logs_dir}/{task.name}.log.", USAGE_EXIT)
+        if code == REPEATING_EXIT:
+            self._pumps[task.name].join(timeout=5)  # its last lines, the error among them
+            why = self._last_error.get(task.name, "see its log")
+            return (f"{task.name} failed in a way a restart would repeat, so the job ends here: {why} "
+                    f"(log: {self.logs_dir}/{task.name}.log)", 1)
         if child.restarts >= self.spec.max_restarts:
             if task.role == "worker":
                 child.finished = True

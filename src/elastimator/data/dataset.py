@@ -226,7 +226,11 @@ class DataSetInput:
         def batches():
             try:
                 for numbers, texts, tag in self.feed.batches(self.spec.reader, self.spec.batch_size):
-                    yield np.zeros(len(texts), np.int32), numbers, texts, tag
+                    if isinstance(self.spec.reader, FileReader):  # bad records are named by file and line
+                        sources, lines = self.spec.reader.locate(numbers - 1)
+                        yield sources, lines, texts, tag
+                    else:
+                        yield np.zeros(len(texts), np.int32), numbers, texts, tag
             except ReaderError as e:
                 self.reader_failure = e
                 raise

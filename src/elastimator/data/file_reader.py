@@ -10,6 +10,7 @@ import os
 import re
 from typing import Callable
 
+import numpy as np
 import tensorflow as tf
 
 from elastimator.data.parsing import _FLOAT
@@ -184,6 +185,15 @@ class FileReader(ElasticReader):
         counts = self.record_counts()
         self._offsets = list(itertools.accumulate(counts, initial=0))
         return self._offsets[-1]
+
+    def locate(self, records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(file index, 1-based line number) of each 0-based record index across the files, headers counted."""
+        if self._offsets is None:
+            self.count_data()
+        records = np.asarray(records, dtype=np.int64)
+        files = np.searchsorted(np.asarray(self._offsets[1:]), records, side="right").astype(np.int32)
+        lines = records - np.asarray(self._offsets)[files] + np.asarray(self.headers)[files] + 1
+        return files, lines
 
     def _starts(self, file_no: int) -> list[int] | None:
         """Byte offset of every record of a plain file (built once, 8 bytes a record); None for gzip."""
