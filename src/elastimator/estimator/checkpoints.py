@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 
 import tensorflow as tf
 
@@ -24,10 +25,123 @@ def check_model_dir(model_dir: str) -> str:
 
 
 def latest_checkpoint(model_dir: str) -> str | None:
-    """The newest checkpoint prefix in `model_dir`, or None."""
+    """The newest checkpoint in `model_dir` that reads whole, or None.
+
+    A damaged newest checkpoint (a truncated `.data` file, a missing `.index`, from a
+    full disk or a copy cut short) is skipped, with a warning that says why, for the
+    newest intact one; an unreadable `checkpoint` state file is bypassed by looking
+    at the checkpoint files themselves.
+    """
     if not tf.io.gfile.isdir(model_dir):
         return None
-    return tf.train.latest_checkpoint(model_dir)
+    for prefix in _candidates(model_dir):
+        problem = damage(prefix)
+        if problem is None:
+            return prefix
+        if prefix not in _reported:
+            _reported.add(prefix)
+            logger.warning("Skipping checkpoint %s: %s. Using the newest one before it that reads whole.", prefix,
+                           problem)
+    return None
+
+
+_reported: set[str] = set()
+"""Damaged checkpoints already warned about (the evaluator looks for checkpoints every second)."""
+
+
+def repair_state_file(model_dir: str) -> None:
+    """Chief, before training: an unreadable `checkpoint` state file is moved aside (kept, not deleted) and
+    rewritten from the checkpoints on disk, so the saver can resume its bookkeeping."""
+    path = os.path.join(model_dir, "checkpoint")
+    try:
+        tf.train.get_checkpoint_state(model_dir)
+        return
+    except Exception:  # pylint: disable=broad-except  # as in _candidates
+        pass
+    intact = [p for p in _candidates(model_dir) if damage(p) is None][::-1]
+    kept = f"{path}.unreadable-{int(time.time())}"
+    tf.io.gfile.rename(path, kept, overwrite=True)
+    if intact:
+        tf.compat.v1.train.update_checkpoint_state(
+            model_dir, os.path.basename(intact[-1]), [os.path.basename(p) for p in intact])
+    logger.warning("Rewrote %s from the checkpoints on disk (%d intact); the unreadable one is kept as %s.", path,
+                   len(intact), kept)
+
+
+def _candidates(model_dir: str) -> list[str]:
+    """Checkpoint prefixes, newest first: those the state file lists and those whose files are on disk."""
+    listed: list[str] = []
+    try:
+        state = tf.train.get_checkpoint_state(model_dir)
+        if state is not None:
+            # TensorFlow has already joined relative entries with model_dir.
+            listed = [*state.all_model_checkpoint_paths, state.model_checkpoint_path]
+    except Exception as e:  # pylint: disable=broad-except  # UnicodeDecodeError, text_format.ParseError, OpError
+        if model_dir not in _reported:
+            _reported.add(model_dir)
+            logger.warning("The checkpoint state file %s is unreadable (%s: %s); looking for checkpoint files "
+                           "instead.", os.path.join(model_dir, "checkpoint"), type(e).__name__, str(e)[:200])
+    on_disk = [path[:-len(".index")] for path in tf.io.gfile.glob(os.path.join(model_dir, "*.index"))]
+    on_disk += [path[:-len(".meta")] for path in tf.io.gfile.glob(os.path.join(model_dir, "*.meta"))]
+    by_name: dict[str, str] = {}
+    for prefix in listed + on_disk:  # one entry per checkpoint, however its directory was spelled
+        if _step_or_none(prefix) is not None:
+            by_name.setdefault(os.path.basename(prefix), prefix)
+    return sorted(by_name.values(), key=_step_or_none, reverse=True)
+
+
+def _step_or_none(prefix: str) -> int | None:
+    try:
+        return int(prefix.rsplit("-", 1)[1])
+    except (IndexError, ValueError):
+        return None
+
+
+_verdicts: dict[str, tuple[tuple, str | None]] = {}
+"""prefix -> (the sizes and times of its files, what `damage` found), so that polling reads no index twice."""
+
+
+def damage(prefix: str) -> str | None:
+    """Why the checkpoint `prefix` cannot be restored whole, or None when it can.
+
+    Reads the index (not the values): every variable must have its `.data` shard, and
+    the shards must hold at least the bytes the fixed-size variables need.
+    """
+    if not tf.io.gfile.exists(prefix + ".index"):
+        return f"its index file {os.path.basename(prefix)}.index is missing"
+    files = [prefix + ".index", *tf.io.gfile.glob(prefix + ".data-*")]
+    stats = [tf.io.gfile.stat(path) for path in files]
+    signature = tuple((path, st.length, st.mtime_nsec) for path, st in zip(files, stats))
+    cached = _verdicts.get(prefix)
+    if cached is not None and cached[0] == signature:
+        return cached[1]
+    verdict = _read_index_and_sizes(prefix)
+    _verdicts[prefix] = (signature, verdict)
+    return verdict
+
+
+def _read_index_and_sizes(prefix: str) -> str | None:
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
+    except (tf.errors.OpError, ValueError) as e:
+        return f"its index cannot be read ({str(e).splitlines()[0][:200]})"
+    shards = tf.io.gfile.glob(prefix + ".data-*")
+    if not shards:
+        return "it has no .data file"
+    expected = sum(dtypes[name].size * _elements(shape) for name, shape in shapes.items()
+                   if dtypes[name] != tf.string)
+    held = sum(tf.io.gfile.stat(path).length for path in shards)
+    if held < expected:
+        return f"its .data holds {held} bytes, fewer than the {expected} its variables need (truncated)"
+    return None
+
+
+def _elements(shape) -> int:
+    count = 1
+    for dim in shape:
+        count *= int(dim)
+    return count
 
 
 def exists(prefix: str) -> bool:
@@ -70,11 +184,10 @@ def resolve_for_reading(checkpoint_path: str | None, model_dir: str, purpose: st
 
 
 def all_checkpoints(model_dir: str) -> list[str]:
-    """All checkpoint prefixes the model_dir's state file lists, oldest first."""
+    """All checkpoint prefixes in model_dir (listed by its state file, or found on disk), oldest first."""
     if not tf.io.gfile.isdir(model_dir):
         return []
-    state = tf.train.get_checkpoint_state(model_dir)
-    return list(state.all_model_checkpoint_paths) if state else []
+    return _candidates(model_dir)[::-1]
 
 
 def global_step_of(checkpoint: str | None) -> int:

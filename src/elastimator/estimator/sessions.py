@@ -50,10 +50,22 @@ def training_session_creator(scaffold, config, model_dir: str):
     """Chief (or single) processes initialize or restore from model_dir; workers wait for the chief."""
     session_config = config.effective_session_config()
     if config.is_chief:
-        return tf.compat.v1.train.ChiefSessionCreator(
-            scaffold=scaffold, master=config.master, config=session_config, checkpoint_dir=model_dir
-        )
+        return NewestIntactSessionCreator(scaffold, config.master, session_config, model_dir)
     return WorkerSessionCreator(scaffold, config.master, session_config, config.session_creation_timeout_secs)
+
+
+class NewestIntactSessionCreator(tf.compat.v1.train.SessionCreator):
+    """The chief's sessions: each (a recovered one too) restores the newest checkpoint that reads whole, not
+    TensorFlow's newest by name, so a damaged newest checkpoint is skipped instead of failing every restart."""
+
+    def __init__(self, scaffold, master: str, config, model_dir: str):
+        self._scaffold, self._master, self._config, self._model_dir = scaffold, master, config, model_dir
+
+    def create_session(self):
+        return tf.compat.v1.train.ChiefSessionCreator(
+            scaffold=self._scaffold, master=self._master, config=self._config,
+            checkpoint_filename_with_path=checkpoints.latest_checkpoint(self._model_dir),
+        ).create_session()
 
 
 def restoring_session_creator(spec, config, checkpoint: str | None, master: str):

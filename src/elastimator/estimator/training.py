@@ -101,6 +101,8 @@ def train(
                 f"got {type(listener).__name__}."
             )
     model_dir, config = estimator.model_dir, estimator.config
+    if config.is_chief and tf.io.gfile.isdir(model_dir):
+        checkpoints.repair_state_file(model_dir)
     latest = checkpoints.latest_checkpoint(model_dir)
     if max_steps is not None and checkpoints.global_step_of(latest) >= max_steps:
         logger.info("Skipping training: global step %d of %s has reached max_steps=%d.",
