@@ -31,7 +31,7 @@ def test_protocol_round_trip_and_seals_on_disk(server, tmp_path):
     client.add_dataset(DatasetSpec(name="train", size=10, shard_size=4))
     first = client.request("train")
     assert isinstance(first, Assigned) and (first.start, first.end) == (0, 4)
-    client.report("train", first.shard_id, 4)
+    client.report("train", first.shard_id, 4, offset=first.start)
     seal = client.seal()
     client.commit(seal, checkpoint_step=50)
     saved = json.load(open(tmp_path / "shards" / "seal-50.json"))
@@ -64,7 +64,7 @@ def test_bad_token_unknown_dataset_and_foreign_shard_are_clear_errors(server):
         owner.request("eval")
     shard = owner.request("train")
     with pytest.raises(ShardServiceError, match="FAILED_PRECONDITION: worker 'w9' reported shard"):
-        ShardClient(server.address, TOKEN, worker="w9").report("train", shard.shard_id, 1)
+        ShardClient(server.address, TOKEN, worker="w9").report("train", shard.shard_id, 1, offset=shard.start)
 
 
 def test_corrupted_seal_file_refuses_to_start(tmp_path):
@@ -81,7 +81,8 @@ def test_silent_workers_are_reaped_and_their_shards_return():
     service = ShardService(TOKEN, worker_timeout_secs=5, clock=lambda: now[0])
     service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 8}})
     assigned = service.handle("request", {"dataset": "train", "worker": "w0"})
-    service.handle("report", {"dataset": "train", "worker": "w0", "shard_id": assigned["shard_id"], "consumed": 3})
+    service.handle("report", {"dataset": "train", "worker": "w0", "shard_id": assigned["shard_id"], "consumed": 3,
+                              "offset": assigned["start"]})
     now[0] = 4.0
     assert service.reap() == []
     now[0] = 10.0
@@ -103,7 +104,7 @@ def test_reports_wait_while_the_chief_saves(server):
     reporting.join(timeout=0.5)
     assert reporting.is_alive() and chief.status("train")["trained_records"] == 0
     own = chief.request("train")
-    chief.report("train", own.shard_id, 1)  # the chief's own reports are not held by its seal
+    chief.report("train", own.shard_id, 1, offset=own.start)  # the chief's own reports are not held by its seal
     chief.commit(seal, checkpoint_step=10)
     reporting.join(timeout=5)
     assert not reporting.is_alive() and chief.status("train")["trained_records"] == 3
@@ -114,11 +115,32 @@ def test_a_seal_never_committed_stops_holding_reports_after_its_timeout():
     service = ShardService(TOKEN, clock=lambda: now[0], seal_timeout_secs=10)
     service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 8}})
     shard = service.handle("request", {"dataset": "train", "worker": "w0"})
-    report = {"dataset": "train", "worker": "w0", "shard_id": shard["shard_id"], "consumed": 2}
+    report = {"dataset": "train", "worker": "w0", "shard_id": shard["shard_id"], "consumed": 2,
+              "offset": shard["start"]}
     service.handle("seal", {"worker": "chief-0", "checkpoint_step": 5})  # and then the chief dies
     assert service.handle("report", report)["sealing"]
     now[0] = 11.0
     assert "sealing" not in service.handle("report", report)
+    assert service.book.status("train")["trained_records"] == 2
+
+
+def test_what_the_service_refuses_leaves_no_trace():
+    """Issue 15: a refused seal held reports for 30 s, a data set that failed validation stayed registered,
+    and a retried report without an offset counted twice."""
+    service = ShardService(TOKEN)
+    with pytest.raises(ShardServiceError, match="seed must be an int"):
+        service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 4, "seed": "x"}})
+    with pytest.raises(ShardServiceError, match="unknown data set 'train'"):
+        service.handle("request", {"dataset": "train", "worker": "w0"})
+    service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 4}})
+    with pytest.raises(ShardServiceError, match="checkpoint_step"):
+        service.handle("seal", {"worker": "chief-0", "checkpoint_step": "ten"})
+    shard = service.handle("request", {"dataset": "train", "worker": "w0"})
+    report = {"dataset": "train", "worker": "w0", "shard_id": shard["shard_id"], "consumed": 2}
+    with pytest.raises(ShardServiceError, match="field 'offset' must be a int"):
+        service.handle("report", report)
+    for _ in range(2):  # the retry of a report whose reply was lost
+        assert "sealing" not in service.handle("report", {**report, "offset": shard["start"]})
     assert service.book.status("train")["trained_records"] == 2
 
 
@@ -225,7 +247,8 @@ def test_a_checkpoint_saved_just_before_a_crash_finds_its_pending_seal(tmp_path)
     service = ShardService(TOKEN, SealStore(str(tmp_path)))
     service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 4}})
     shard = service.handle("request", {"dataset": "train", "worker": "w0"})
-    service.handle("report", {"dataset": "train", "worker": "w0", "shard_id": shard["shard_id"], "consumed": 4})
+    service.handle("report", {"dataset": "train", "worker": "w0", "shard_id": shard["shard_id"], "consumed": 4,
+                              "offset": shard["start"]})
     service.handle("seal", {"checkpoint_step": 124, "worker": "chief"})  # the chief dies before committing
     resumed = ShardService(TOKEN, SealStore(str(tmp_path)))
     assert resumed.resume(checkpoint_step=124)

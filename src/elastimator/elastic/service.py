@@ -185,9 +185,12 @@ class ShardService:
         return {"decision": "wait"}
 
     def _report(self, request):
-        optional = {k: _field(request, k, int) for k in ("lease", "offset") if request.get(k) is not None}
+        # `offset` (the batch's first record) is required over the wire: it is what makes a retried report count
+        # once.
+        lease = _field(request, "lease", int) if request.get("lease") is not None else None
         self.book.report(_field(request, "dataset", str), _field(request, "worker", str),
-                         _field(request, "shard_id", int), _field(request, "consumed", int), **optional)
+                         _field(request, "shard_id", int), _field(request, "consumed", int), lease=lease,
+                         offset=_field(request, "offset", int))
         return {}
 
     def _heartbeat(self, request):
@@ -209,13 +212,13 @@ class ShardService:
         return {"returned": self.book.fail_worker(failed)}
 
     def _seal(self, request):
+        step = _field(request, "checkpoint_step", int) if request.get("checkpoint_step") is not None else None
         seal_id = self.book.seal()
+        if step is not None and self.seals is not None and not self.book.is_committed(step):
+            self.seals.write_pending(step, self.book.pending(seal_id))
+        # Only a seal that was made holds other workers' reports until its commit.
         self._sealer = request.get("worker") or ""
         self._sealed_at = self._clock()
-        step = request.get("checkpoint_step")
-        if step is not None and self.seals is not None and not self.book.is_committed(_field(request,
-                                                                                            "checkpoint_step", int)):
-            self.seals.write_pending(step, self.book.pending(seal_id))
         return {"seal_id": seal_id}
 
     def _commit(self, request):
@@ -435,8 +438,8 @@ class ShardClient:
             return Assigned(reply["shard_id"], reply["epoch"], reply["start"], reply["end"], reply["lease"])
         return {"wait": Wait, "drained": Drained}.get(reply["decision"], Finished)()
 
-    def report(self, dataset: str, shard_id: int, consumed: int, lease: int | None = None,
-               offset: int | None = None, poll_secs: float = 0.01) -> None:
+    def report(self, dataset: str, shard_id: int, consumed: int, *, offset: int, lease: int | None = None,
+               poll_secs: float = 0.01) -> None:
         """Reports trained records; while the chief saves a checkpoint, waits for it (see the module doc)."""
         while self.call("report", dataset=dataset, shard_id=shard_id, consumed=consumed, lease=lease,
                         offset=offset).get("sealing"):

@@ -55,6 +55,10 @@ class DatasetSpec:
             minimum = 0 if field == "size" else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ShardServiceError(f"data set {self.name!r}: {field} must be an int >= {minimum}; got {value!r}.")
+        if not isinstance(self.shuffle, bool):
+            raise ShardServiceError(f"data set {self.name!r}: shuffle must be true or false; got {self.shuffle!r}.")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ShardServiceError(f"data set {self.name!r}: seed must be an int; got {self.seed!r}.")
 
 
 @dataclasses.dataclass
@@ -146,8 +150,8 @@ class ShardBook:
                     f"data set {spec.name!r} is already registered as {existing.spec}; got a different {spec}.")
             return
         dataset = _Dataset(spec=spec, todo=[], doing={}, done=[], epoch=-1, next_id=0)
-        self._datasets[spec.name] = dataset
         self._open_next_epoch(dataset)
+        self._datasets[spec.name] = dataset  # only once its first epoch is built: a failure registers nothing
 
     def _get(self, name: str) -> _Dataset:
         try:
