@@ -9,7 +9,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
-from elastimator.errors import ConfigError
+from elastimator.errors import CheckpointError, ConfigError
 from elastimator.estimator import checkpoints, hooks as engine_hooks, model_graph, sessions
 from elastimator.estimator.mode_keys import ModeKeys
 
@@ -94,11 +94,26 @@ def evaluate(
         results = dict(final.final_ops_values)
     text = ", ".join(f"{k} = {_plain(v)}" for k, v in sorted(results.items()) if not isinstance(v, bytes))
     step = int(results[GLOBAL_STEP_KEY])
-    logger.info("Evaluation of %s over %d batches: %s", checkpoint or "an initialized model", batches, text)
+    logger.info("Evaluation at global step %d of %s over %d batches: %s", step, _describe(checkpoint, step), batches,
+                ", ".join(part for part in text.split(", ") if not part.startswith(f"{GLOBAL_STEP_KEY} = ")))
     # What tf.estimator logged, through TensorFlow's logger, for programs that read or grep it.
     tf.compat.v1.logging.info("Saving dict for global step %d: %s", step, text)
     write_eval_summaries(eval_dir(model_dir, name), step, results)
     return results  # numpy values, as tf.estimator returned them
+
+
+def _describe(checkpoint: str | None, step: int) -> str:
+    """The checkpoint evaluated; says so when its name's step differs from the global step it holds (under
+    parameter-server training the workers go on stepping while the chief saves)."""
+    if checkpoint is None:
+        return "an initialized model"
+    try:
+        named = checkpoints.step_of_path(checkpoint)
+    except CheckpointError:
+        return checkpoint
+    if named == step:
+        return checkpoint
+    return f"{checkpoint} (named for step {named}: workers trained on while the chief saved it)"
 
 
 def _plain(value):
