@@ -119,6 +119,8 @@ def import_quietly(verbose: bool):
     tf.get_logger().propagate = False
     if not verbose:
         tf.get_logger().setLevel(logging.ERROR)
+        # Parts of TensorFlow log through absl instead ("path_and_singleprint metric could not be logged").
+        logging.getLogger("absl").setLevel(logging.WARNING)
     return tf
 
 
