@@ -110,7 +110,10 @@ def damage(prefix: str) -> str | None:
     if not tf.io.gfile.exists(prefix + ".index"):
         return f"its index file {os.path.basename(prefix)}.index is missing"
     files = [prefix + ".index", *tf.io.gfile.glob(prefix + ".data-*")]
-    stats = [tf.io.gfile.stat(path) for path in files]
+    try:
+        stats = [tf.io.gfile.stat(path) for path in files]
+    except tf.errors.NotFoundError:  # keep_checkpoint_max deleted it between the glob and the stat
+        return "its files went away while being looked at"
     signature = tuple((path, st.length, st.mtime_nsec) for path, st in zip(files, stats))
     cached = _verdicts.get(prefix)
     if cached is not None and cached[0] == signature:
