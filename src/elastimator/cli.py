@@ -26,14 +26,14 @@ from elastimator.errors import (
     InputFnError,
     ModelFnError,
     NanLossError,
+    REPEATING_EXIT,
+    USAGE_EXIT,
     ReaderError,
 )
 
 USAGE_ERRORS = (ConfError, ConfigError)
-USAGE_EXIT = 2
 REPEATING_ERRORS = (NanLossError, ReaderError, ModelFnError, InputFnError, HeadError)
 """Failures that a restarted process would meet again."""
-REPEATING_EXIT = 3
 TRACEBACKS_ENV = "ELASTIMATOR_TRACEBACKS"
 """Set (to 1) to print the traceback of an unexpected error without `--verbose`; the launcher sets it for
 its processes, whose output goes to their log files."""

@@ -57,3 +57,10 @@ class ReaderError(ElastimatorError, ValueError):
 
 class ConfError(ElastimatorError, ValueError):
     """A job conf has an unknown key, a wrong type, or an inconsistent setting."""
+
+
+USAGE_EXIT = 2
+"""`elastimator run`'s exit code for an invalid conf or bad arguments (ConfError, ConfigError)."""
+REPEATING_EXIT = 3
+"""`elastimator run`'s exit code for a failure a restart would repeat (a NaN loss, a reader past its
+max_bad_records, a broken model_fn): `launch` ends the job on it instead of restarting the process."""

@@ -35,16 +35,11 @@ from typing import Callable, TextIO
 from elastimator.cluster import autoscale
 from elastimator.cluster.plan import ClusterPlan, Task
 from elastimator.elastic.feed import FIRST_BATCH_LOG
-from elastimator.errors import ClusterError
+from elastimator.errors import REPEATING_EXIT, USAGE_EXIT, ClusterError
 from elastimator.estimator.sessions import reachable
 from elastimator.tensorflow_import import NATIVE_LOG_LINE
 
 logger = logging.getLogger("elastimator")
-USAGE_EXIT = 2
-"""`elastimator run`'s exit code for an invalid conf or bad arguments (cli.USAGE_EXIT)."""
-REPEATING_EXIT = 3
-"""`elastimator run`'s exit code for a failure a restart would repeat: a NaN loss, a reader past its
-max_bad_records, a broken model_fn (cli.REPEATING_EXIT)."""
 ERROR_LINE = "elastimator: error: "
 
 
@@ -279,7 +274,8 @@ class Launcher:
 
     def _env(self, task: Task) -> dict[str, str]:
         return dict(os.environ, TF_CONFIG=json.dumps(self.plan.tf_config(task)), PYTHONUNBUFFERED="1",
-                    ELASTIMATOR_TRACEBACKS="1", ELASTIMATOR_SHARD_SERVICE=self.plan.shard_service, ELASTIMATOR_JOB_TOKEN=self.plan.token,
+                    ELASTIMATOR_TRACEBACKS="1", ELASTIMATOR_SHARD_SERVICE=self.plan.shard_service,
+                    ELASTIMATOR_JOB_TOKEN=self.plan.token,
                     ELASTIMATOR_WORKER_TIMEOUT_SECS=str(self.spec.worker_timeout_secs))
 
     def _start(self, task: Task, fresh: bool = False) -> None:

@@ -250,8 +250,8 @@ class ShardService:
         return self.book.status(_field(request, "dataset", str))
 
 
-METHODS = ("add_dataset", "request", "report", "heartbeat", "leave", "fail_worker", "seal", "commit", "restore", "status",
-           "open", "unheard")
+METHODS = ("add_dataset", "request", "report", "heartbeat", "leave", "fail_worker", "seal", "commit", "restore",
+           "status", "open", "unheard")
 
 
 BEST_EFFORT_METHODS = frozenset({"leave"})

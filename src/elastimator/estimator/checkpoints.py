@@ -92,8 +92,8 @@ def _candidates(model_dir: str) -> list[str]:
 
 def _step_or_none(prefix: str) -> int | None:
     try:
-        return int(prefix.rsplit("-", 1)[1])
-    except (IndexError, ValueError):
+        return step_of_path(prefix)
+    except CheckpointError:
         return None
 
 
