@@ -10,6 +10,7 @@ cuda drivers") that no setting turns off, so they are held back unless the user 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -83,6 +84,7 @@ def installed_builds() -> dict[str, str]:
     return installed
 
 
+@functools.cache  # the public API's lazy names call it on first use of each: check (and warn) once
 def require_supported():
     """Imports TensorFlow and returns it, or raises `UnsupportedTensorFlowError` saying what to install."""
     if "tensorflow" not in sys.modules:
