@@ -50,7 +50,7 @@ class Adaptor(est.Estimator):
 def test_adaptor_conf_trains_evaluates_and_exports(tmp_path):
     conf = JobConf.from_object({
         "classifier_class": Adaptor, "model_dir": str(tmp_path), "params": {"task": "multiclass"},
-        "max_steps": 200, "save_steps": 100, "batch_size": 30,
+        "max_steps": 200, "save_steps": 100, "batch_size": 30, "tf_random_seed": 7,
         "train_set": {"reader": IrisReader(), "columns": COLUMNS, "epoch": None, "shuffle": True},
         "eval_set": {"reader": IrisReader(), "columns": COLUMNS},
         "exporter": {"type": "best", "exports_to_keep": 1},

@@ -86,7 +86,7 @@ def test_pandas_input_trains_an_estimator(tmp_path, iris):
         stacked = tf.stack([tf.cast(features[c], tf.float32) for c in "abcd"], axis=1)
         return linear_model_fn({"x": stacked}, labels, mode, {})
 
-    estimator = est.Estimator(model_fn, model_dir=str(tmp_path))
+    estimator = est.Estimator(model_fn, model_dir=str(tmp_path), config=est.RunConfig(tf_random_seed=7))
     estimator.train(est.inputs.pandas_input_fn(frame, pd.Series(y), num_epochs=None, shuffle=True), steps=150)
     metrics = estimator.evaluate(est.inputs.pandas_input_fn(frame, pd.Series(y), shuffle=False))
     assert metrics["accuracy"] > 0.85

@@ -29,7 +29,7 @@ def test_keras3_dense_layers_train(tmp_path, iris):
         hidden = keras.layers.Dropout(0.1)(hidden, training=mode == est.ModeKeys.TRAIN)
         return _classifier(features, labels, mode, keras.layers.Dense(3)(hidden))
 
-    estimator = est.Estimator(model_fn, model_dir=str(tmp_path))
+    estimator = est.Estimator(model_fn, model_dir=str(tmp_path), config=est.RunConfig(tf_random_seed=7))
     estimator.train(train_input(x, y), steps=200)
     assert estimator.evaluate(eval_input(x, y))["loss"] < 0.3
 
@@ -54,7 +54,7 @@ def test_batch_normalization_moving_statistics_are_updated(tmp_path, iris):
             features["x"], training=mode == est.ModeKeys.TRAIN)
         return _classifier(features, labels, mode, keras.layers.Dense(3)(normalized))
 
-    estimator = est.Estimator(model_fn, model_dir=str(tmp_path))
+    estimator = est.Estimator(model_fn, model_dir=str(tmp_path), config=est.RunConfig(tf_random_seed=7))
     estimator.train(train_input(x, y, batch_size=150), steps=30)
     names = estimator.get_variable_names()
     mean_name = next(n for n in names if n.endswith("moving_mean"))

@@ -46,6 +46,7 @@ _V1_CONTROL_FLOW = frozenset({"Enter", "RefEnter", "Exit", "RefExit", "NextItera
 # TensorFlow's CheckpointSaverHook, StepCounterHook, SummarySaverHook and StopAtStepHook read the global
 # step through the one tensor in this collection (tf.estimator filled it the same way).
 _GLOBAL_STEP_READ_KEY = "global_step_read_op_cache"
+_INCREMENTS = frozenset({"AssignAddVariableOp", "AssignAdd"})
 _v1_loops = threading.Lock()
 
 
@@ -122,6 +123,34 @@ def _v1_while_loop(cond, body, loop_vars):
         finally:
             if was_v2:
                 tf.compat.v1.enable_control_flow_v2()
+
+
+def order_step_read(global_step: tf.Variable) -> tf.Tensor:
+    """One step per call: the global step read that TensorFlow's hooks fetch with each step, ordered before the
+    step's increment, so that it always reads the step about to run.
+
+    Unordered, the read may run after the optimizer's `assign_add` - on a loaded machine often - and
+    SummarySaverHook and StepCounterHook then plan one step early (summaries at steps 20, 30 instead of 21, 31).
+    Only increments are ordered after it; the variable's initializer and restores are not touched.
+    """
+    graph = tf.compat.v1.get_default_graph()
+    read = tf.identity(global_step.read_value(), name="global_step/step_read")
+    for op in graph.get_operations():
+        if op.type in _INCREMENTS and op.inputs and op.inputs[0].op is global_step.op:
+            op._add_control_input(read.op)  # pylint: disable=protected-access
+    graph.get_collection_ref(_GLOBAL_STEP_READ_KEY)[:] = [read]
+    return read
+
+
+def step_after_call() -> tf.Tensor:
+    """For a hook to fetch with the train op: the global step once the call's steps have run (its ordered read,
+    plus one). Fetching the global step variable instead reads it before or after the increment, as it happens;
+    in a graph elastimator did not build for training, that variable is all there is.
+    """
+    reads = tf.compat.v1.get_collection(_GLOBAL_STEP_READ_KEY)
+    if len(reads) == 1:
+        return tf.add(reads[0], 1, name="step_after_call")
+    return tf.compat.v1.train.get_global_step()
 
 
 @dataclasses.dataclass(frozen=True)

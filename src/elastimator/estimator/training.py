@@ -26,9 +26,7 @@ def _check_steps(steps, max_steps) -> None:
 def _default_hooks(graph: model_graph.ModelGraph, scaffold, config, model_dir, saving_listeners,
                    plan: multi_step.ExecutionPlanHook | None) -> list:
     spec = graph.spec
-    # With several steps per call, the step after the call; the global step variable, read during the step, has
-    # no defined order against it.
-    step = plan.execution.step_read + 1 if plan is not None else graph.global_step
+    step = multi_step.step_after_call()
     # Order matters: the plan sizes the call before anything asks where it ends, and the NaN check
     # runs before the checkpoint saver in each after_run.
     hooks: list = [plan] if plan is not None else []
@@ -116,6 +114,8 @@ def train(
         if latest is None and estimator.warm_start_settings is not None:
             estimator.warm_start_settings.apply()
         plan = _plan_executions(built, config, steps, max_steps)
+        if plan is None:  # (a plan orders its own read)
+            multi_step.order_step_read(built.global_step)
         scaffold = sessions.make_scaffold(spec, config)
         # Hooks that must see a (re-)created session before anything else, the checkpoint
         # saver's save-on-create included, say so with `runs_first = True`.

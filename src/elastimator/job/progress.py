@@ -9,6 +9,7 @@ from typing import TextIO
 
 import tensorflow as tf
 
+from elastimator.estimator import multi_step
 from elastimator.estimator.model_graph import TRAIN_LOSS_COLLECTION
 
 logger = logging.getLogger("elastimator")
@@ -49,12 +50,13 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
         self._tty = bool(getattr(self._stream, "isatty", lambda: False)())
         self._every = 0.25 if self._tty else every_secs
         self._start_step: int | None = None
+        self._last_step: int | None = None
         self._last_loss: float | None = None
         self._start = self._last_shown = 0.0
         self.last_line = ""
 
     def begin(self):
-        self._step = tf.compat.v1.train.get_global_step()
+        self._step = multi_step.step_after_call()
         losses = tf.compat.v1.get_collection(TRAIN_LOSS_COLLECTION)
         self._fetches = {"step": self._step, "loss": losses[0]} if losses else {"step": self._step}
 
@@ -65,7 +67,7 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
         return tf.compat.v1.train.SessionRunArgs(self._fetches)
 
     def after_run(self, run_context, run_values):
-        step = int(run_values.results["step"])
+        step = self._last_step = int(run_values.results["step"])
         self._last_loss = run_values.results.get("loss")
         now = time.perf_counter()
         if self._start_step is None:
@@ -88,9 +90,8 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
             self._stream.flush()
 
     def end(self, session):
-        step = int(session.run(self._step))
-        if self._start_step is not None:
-            self._show(step, time.perf_counter())
+        if self._last_step is not None:
+            self._show(self._last_step, time.perf_counter())
         if self._tty:
             self._stream.write("\n")
             self._stream.flush()

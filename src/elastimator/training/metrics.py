@@ -7,7 +7,7 @@ from typing import Callable
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
-from elastimator.estimator import calls
+from elastimator.estimator import calls, multi_step
 from elastimator.estimator.estimator import Estimator
 from elastimator.estimator.mode_keys import ModeKeys
 
@@ -89,7 +89,7 @@ class ResetMetricsHook(tf.compat.v1.train.SessionRunHook):
                 "inside tf.compat.v1.variable_scope(scope) in model_fn."
             )
         self._reset = tf.compat.v1.variables_initializer(variables, name="reset_windowed_metrics")
-        self._global_step = tf.compat.v1.train.get_global_step()
+        self._global_step = multi_step.step_after_call()
 
     def before_run(self, run_context):
         return tf.compat.v1.train.SessionRunArgs(self._global_step)
