@@ -67,3 +67,16 @@ def test_shard_service_load_and_elastic_input_benchmarks(tmp_path, monkeypatch):
     assert (tmp_path / "elastic_input.md").exists() and (tmp_path / "shard_service_load.md").exists()
     for name in ("elastic_input", "shard_service_load"):
         sys.modules.pop(name, None)
+
+
+def test_shard_seals_benchmark_writes_its_results(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
+    import shard_seals
+
+    result = shard_seals.main(["--shards", "100", "1000", "--workers", "4", "--listing-max", "100",
+                               "--out", str(tmp_path)])
+    small, large = result["rows"]
+    assert "listing_bytes" in small and "listing_bytes" not in large
+    assert large["seal_bytes"] < 2 * small["seal_bytes"]  # sizes, not times: a seal does not grow with the data
+    assert (tmp_path / "shard_seals.md").exists()
+    sys.modules.pop("shard_seals", None)

@@ -5,6 +5,7 @@ import random
 
 import pytest
 
+from elastimator.elastic.permutation import Permutation
 from elastimator.elastic.shards import Assigned, DatasetSpec, Drained, Finished, ShardBook, ShardServiceError, Wait
 
 
@@ -238,3 +239,67 @@ def test_a_checkpoint_saved_again_keeps_its_first_seal():
     book.commit(book.seal(), checkpoint_step=5)
     book.restore(5)
     assert book.status("train")["trained_records"] == 0
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 5, 16, 17, 100, 1000, 4097])
+def test_a_permutation_is_a_seeded_bijection(n):
+    order = [Permutation(n, key=3)[i] for i in range(n)]
+    assert sorted(order) == list(range(n))
+    assert order == [Permutation(n, key=3)[i] for i in range(n)]  # the same in every process
+    if n >= 16:
+        assert order != [Permutation(n, key=4)[i] for i in range(n)] and order != list(range(n))
+
+
+def test_a_seal_grows_with_the_shards_in_flight_not_with_the_data():
+    def seal_size(shards):
+        book = ShardBook()
+        book.add_dataset(DatasetSpec(name="train", size=shards * 100, shard_size=100, epochs=3, shuffle=True))
+        held = [book.request("train", f"w{i}") for i in range(64)]
+        for worker, decision in enumerate(held[:32]):
+            book.report("train", f"w{worker}", decision.shard_id, 50, lease=decision.lease)
+        book.fail_worker("w40")
+        return len(json.dumps(book.pending(book.seal())))
+
+    small, huge = seal_size(1_000), seal_size(10_000_000)
+    assert huge < 20_000 and huge < 1.2 * small  # 10,000x the shards; only the numbers in it got longer
+
+
+def test_shuffled_epochs_with_failures_and_a_rewind_train_every_record_once():
+    book, counts = _book(size=1000, shard_size=7, epochs=2, shuffle=True, seed=5), {}
+    sealed_counts = None
+    decisions = 0
+    while isinstance(decision := book.request("train", "a"), Assigned):
+        decisions += 1
+        part = decision.end - decision.start if decisions % 11 else (decision.end - decision.start) // 2
+        for i in range(decision.start, decision.start + part):
+            counts[(decision.epoch, i)] = counts.get((decision.epoch, i), 0) + 1
+        book.report("train", "a", decision.shard_id, part, lease=decision.lease)
+        if part < decision.end - decision.start:
+            book.fail_worker("a")
+        if decisions == 90:  # checkpoint 90: later progress is lost with the model and trained again
+            book.commit(book.seal(), checkpoint_step=90)
+            sealed_counts = dict(counts)
+        if decisions == 150:
+            book.restore(90)
+            counts = dict(sealed_counts)
+    assert counts == {(e, i): 1 for e in range(2) for i in range(1000)}
+    assert book.status("train")["finished"] and book.status("train")["trained_records"] == 2000
+
+
+def test_a_seal_written_before_states_were_compact_still_restores():
+    """The layout that listed every shard (elastimator before seal version 2), as a model_dir on disk holds it."""
+    spec = {"name": "train", "size": 10, "shard_size": 4, "epochs": 2, "shuffle": False, "seed": 0}
+    shard = lambda i, s, e, **kw: {"id": i, "epoch": 0, "start": s, "end": e, "owner": None, "consumed": 0,  # noqa
+                                   "lease": 0, **kw}
+    legacy = {"datasets": {"train": {
+        "spec": spec, "epoch": 0, "next_id": 3,
+        "todo": [shard(2, 8, 10)], "doing": [shard(1, 4, 8, owner="b", consumed=1, lease=2)],
+        "done": [shard(0, 0, 4, consumed=4)]}}, "next_lease": 3, "next_seal": 2}
+    book = ShardBook(incarnation=1)
+    assert book.restore(7, committed=legacy) == {"b"}
+    counts = {(0, i): 1 for i in range(5)}  # [0, 4) and record 4 were trained before the checkpoint
+    while isinstance(decision := book.request("train", "a"), Assigned):
+        for i in range(decision.start, decision.end):
+            counts[(decision.epoch, i)] = counts.get((decision.epoch, i), 0) + 1
+        book.report("train", "a", decision.shard_id, decision.end - decision.start, lease=decision.lease)
+    assert counts == {(e, i): 1 for e in range(2) for i in range(10)}

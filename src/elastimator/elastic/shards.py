@@ -6,9 +6,14 @@ tests drive it step by step.
 
 Life of a shard: TODO -> DOING (an owner, and how many records it reported as
 trained) -> DONE. A worker that fails gives its DOING shards back: the
-untrained remainder becomes a new TODO shard. The next epoch's shards are made
-as soon as the current epoch has none left TODO, so fast workers never idle
-while stragglers finish.
+untrained remainder becomes a new TODO shard, handed out before any other. The
+next epoch's shards are handed out as soon as the current epoch has none left
+TODO, so fast workers never idle while stragglers finish.
+
+The book's state is proportional to the shards in flight, not to the data: an
+epoch's TODO shards are a cursor into a seeded permutation (`Permutation`),
+DONE shards are counts, and only DOING shards and given-back remainders are
+listed. A seal of a ten-million-shard epoch is as small as one of ten shards.
 
 Sealing ties data progress to checkpoints: `seal()` snapshots progress right
 before checkpoint N is written, `commit(seal_id, N)` keeps it once the save
@@ -26,7 +31,10 @@ import dataclasses
 import random
 from typing import Any
 
+from elastimator.elastic.permutation import Permutation
 from elastimator.errors import ElastimatorError
+
+_STATE_VERSION = 2
 
 
 class ShardServiceError(ElastimatorError, ValueError):
@@ -112,11 +120,59 @@ class Finished:
 @dataclasses.dataclass
 class _Dataset:
     spec: DatasetSpec
-    todo: list[Shard]
-    doing: dict[int, Shard]
-    done: list[Shard]
     epoch: int
+    """The epoch whose shards are being handed out."""
+    cursor: int
+    """How many of that epoch's shards (in its shuffled order) are handed out."""
+    returned: list[Shard]
+    """Untrained remainders given back by failed workers: handed out first."""
+    doing: dict[int, Shard]
     next_id: int
+    """The id of the next remainder shard (base shards have ids below spec.epochs * shards per epoch)."""
+    done_shards: int = 0
+    trained_records: int = 0
+    """Records reported trained, in DONE and DOING shards."""
+    handed_records: int = 0
+    """Records of the current epoch's shards handed out (returned remainders not included)."""
+    _order: Permutation | None = dataclasses.field(default=None, compare=False, repr=False)
+    _order_epoch: int = dataclasses.field(default=-1, compare=False, repr=False)
+
+    @property
+    def shards_per_epoch(self) -> int:
+        return -(-self.spec.size // self.spec.shard_size)
+
+    def order(self) -> Permutation | None:
+        """The current epoch's hand-out order: base shard indexes."""
+        if self.spec.shuffle and self._order_epoch != self.epoch:
+            self._order = Permutation(self.shards_per_epoch, self.spec.seed * 1_000_003 + self.epoch)
+            self._order_epoch = self.epoch
+        return self._order if self.spec.shuffle else None
+
+    def base_shard(self, position: int) -> Shard:
+        """The shard at `position` of the current epoch's order."""
+        order = self.order()
+        index = order[position] if order is not None else position
+        start = index * self.spec.shard_size
+        return Shard(self.epoch * self.shards_per_epoch + index, self.epoch, start,
+                     min(self.spec.size, start + self.spec.shard_size))
+
+    def next_todo(self) -> Shard | None:
+        """Takes the next TODO shard (opening the next epoch when this one is all handed out), or None."""
+        if self.returned:
+            return self.returned.pop(0)
+        n = self.shards_per_epoch
+        while self.cursor >= n:
+            if n == 0 or self.epoch + 1 >= self.spec.epochs:
+                return None
+            self.epoch, self.cursor, self.handed_records = self.epoch + 1, 0, 0
+        shard = self.base_shard(self.cursor)
+        self.cursor += 1
+        self.handed_records += shard.length
+        return shard
+
+    def has_todo(self) -> bool:
+        n = self.shards_per_epoch
+        return bool(self.returned) or self.cursor < n or (n > 0 and self.epoch + 1 < self.spec.epochs)
 
 
 class ShardBook:
@@ -149,9 +205,9 @@ class ShardBook:
                 raise ShardServiceError(
                     f"data set {spec.name!r} is already registered as {existing.spec}; got a different {spec}.")
             return
-        dataset = _Dataset(spec=spec, todo=[], doing={}, done=[], epoch=-1, next_id=0)
-        self._open_next_epoch(dataset)
-        self._datasets[spec.name] = dataset  # only once its first epoch is built: a failure registers nothing
+        n = -(-spec.size // spec.shard_size)
+        self._datasets[spec.name] = _Dataset(spec=spec, epoch=0, cursor=0, returned=[], doing={},
+                                             next_id=spec.epochs * n)
 
     def _get(self, name: str) -> _Dataset:
         try:
@@ -160,34 +216,17 @@ class ShardBook:
             raise ShardServiceError(
                 f"unknown data set {name!r}; registered: {sorted(self._datasets)}.") from None
 
-    def _open_next_epoch(self, dataset: _Dataset) -> None:
-        spec = dataset.spec
-        if dataset.epoch + 1 >= spec.epochs:
-            return
-        dataset.epoch += 1
-        shards = []
-        for start in range(0, spec.size, spec.shard_size):
-            shards.append(Shard(dataset.next_id, dataset.epoch, start, min(spec.size, start + spec.shard_size)))
-            dataset.next_id += 1
-        if spec.shuffle:
-            random.Random(spec.seed * 1_000_003 + dataset.epoch).shuffle(shards)
-        dataset.todo.extend(shards)
-
     # --- the worker protocol ---------------------------------------------------------------------
 
     def request(self, name: str, worker: str) -> Assigned | Wait | Drained | Finished:
         """The next shard for `worker`."""
         dataset = self._get(name)
-        if not dataset.todo:
-            self._open_next_epoch(dataset)
-        if dataset.todo:
-            shard = dataset.todo.pop(0)
+        shard = dataset.next_todo()
+        if shard is not None:
             shard.owner = worker
             shard.lease = self._lease(self._next_lease)
             self._next_lease += 1
             dataset.doing[shard.id] = shard
-            if not dataset.todo:
-                self._open_next_epoch(dataset)
             return Assigned(shard.id, shard.epoch, shard.start + shard.consumed, shard.end, shard.lease)
         if not dataset.doing:
             return Finished()
@@ -241,10 +280,10 @@ class ShardBook:
                 f"worker {worker!r} reported {shard.consumed + consumed} records of shard {shard_id}, which has "
                 f"{shard.length}.")
         shard.consumed += consumed
+        dataset.trained_records += consumed
         if shard.consumed == shard.length:
             del dataset.doing[shard_id]
-            shard.owner = None
-            dataset.done.append(shard)
+            dataset.done_shards += 1
 
     def fail_worker(self, worker: str) -> int:
         """Gives `worker`'s shards back from where it stopped; returns how many went back."""
@@ -261,11 +300,10 @@ class ShardBook:
     def _give_back(dataset: _Dataset, shard: Shard) -> None:
         """The trained part is done; the rest goes to the front of the queue as a new shard."""
         if shard.consumed:
-            dataset.done.append(Shard(shard.id, shard.epoch, shard.start, shard.start + shard.consumed,
-                                      consumed=shard.consumed))
+            dataset.done_shards += 1
         remainder = Shard(dataset.next_id, shard.epoch, shard.start + shard.consumed, shard.end)
         dataset.next_id += 1
-        dataset.todo.insert(0, remainder)
+        dataset.returned.insert(0, remainder)
 
     # --- sealing with checkpoints ----------------------------------------------------------------
 
@@ -331,26 +369,31 @@ class ShardBook:
         """Counts of shards and records by state, and the epoch being handed out."""
         dataset = self._get(name)
         records = lambda shards: sum(s.length - s.consumed for s in shards)  # noqa: E731
+        unopened = dataset.shards_per_epoch - dataset.cursor
         return {
             "epoch": dataset.epoch,
-            "todo_shards": len(dataset.todo), "doing_shards": len(dataset.doing), "done_shards": len(dataset.done),
-            "todo_records": records(dataset.todo),
+            "todo_shards": len(dataset.returned) + unopened,
+            "doing_shards": len(dataset.doing), "done_shards": dataset.done_shards,
+            "todo_records": records(dataset.returned) + dataset.spec.size - dataset.handed_records,
             "doing_records": records(dataset.doing.values()),
-            "trained_records": sum(s.consumed for s in dataset.done) + sum(s.consumed for s in dataset.doing.values()),
-            "finished": not dataset.todo and not dataset.doing and dataset.epoch + 1 >= dataset.spec.epochs,
+            "trained_records": dataset.trained_records,
+            "finished": not dataset.has_todo() and not dataset.doing,
         }
 
     def to_dict(self) -> dict:
-        """A JSON-ready copy of the whole book (data sets and progress; not pending seals)."""
+        """A JSON-ready copy of the whole book (data sets and progress; not pending seals).
+
+        Its size grows with the shards in flight and given back, never with the data set.
+        """
+        shards = lambda listed: [dataclasses.asdict(s) for s in listed]  # noqa: E731
         return {
+            "version": _STATE_VERSION,
             "datasets": {
                 name: {
-                    "spec": dataclasses.asdict(d.spec),
-                    "todo": [dataclasses.asdict(s) for s in d.todo],
-                    "doing": [dataclasses.asdict(s) for s in d.doing.values()],
-                    "done": [dataclasses.asdict(s) for s in d.done],
-                    "epoch": d.epoch,
-                    "next_id": d.next_id,
+                    "spec": dataclasses.asdict(d.spec), "epoch": d.epoch, "cursor": d.cursor,
+                    "returned": shards(d.returned), "doing": shards(d.doing.values()), "next_id": d.next_id,
+                    "done_shards": d.done_shards, "trained_records": d.trained_records,
+                    "handed_records": d.handed_records,
                 }
                 for name, d in self._datasets.items()
             },
@@ -360,21 +403,44 @@ class ShardBook:
 
     @classmethod
     def from_dict(cls, state: dict) -> "ShardBook":
-        """Rebuilds a book from `to_dict()` output.
+        """Rebuilds a book from `to_dict()` output (or from a seal written before states were compact).
 
         Raises:
             ShardServiceError: when the state is malformed (never silently resets).
         """
         book = cls()
         try:
+            legacy = state.get("version") is None
             for name, d in state["datasets"].items():
-                doing = [Shard(**s) for s in d["doing"]]
-                book._datasets[name] = _Dataset(
-                    spec=DatasetSpec(**d["spec"]), todo=[Shard(**s) for s in d["todo"]],
-                    doing={s.id: s for s in doing}, done=[Shard(**s) for s in d["done"]],
-                    epoch=int(d["epoch"]), next_id=int(d["next_id"]))
+                dataset = _legacy_dataset(d) if legacy else _Dataset(
+                    spec=DatasetSpec(**d["spec"]), epoch=int(d["epoch"]), cursor=int(d["cursor"]),
+                    returned=[Shard(**s) for s in d["returned"]], doing={s["id"]: Shard(**s) for s in d["doing"]},
+                    next_id=int(d["next_id"]), done_shards=int(d["done_shards"]),
+                    trained_records=int(d["trained_records"]), handed_records=int(d["handed_records"]))
+                book._datasets[name] = dataset
             book._next_lease = int(state["next_lease"])
             book._next_seal = int(state["next_seal"])
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ShardServiceError(f"shard state is malformed ({type(e).__name__}: {e}).") from None
         return book
+
+
+def _legacy_dataset(d: dict) -> _Dataset:
+    """A data set as seals before version 2 listed it (every TODO and DONE shard).
+
+    Its TODO list becomes the given-back list, ahead of an epoch marked as all handed out; TODO shards get new
+    ids above every base shard id (legacy ids were a plain counter, which base ids of later epochs could meet).
+    """
+    spec = DatasetSpec(**d["spec"])
+    done = [Shard(**s) for s in d["done"]]
+    doing = [Shard(**s) for s in d["doing"]]
+    dataset = _Dataset(spec=spec, epoch=max(int(d["epoch"]), 0), cursor=0, returned=[], doing={s.id: s for s in doing},
+                       next_id=0, done_shards=len(done), trained_records=sum(s.consumed for s in done + doing),
+                       handed_records=spec.size)
+    n = dataset.shards_per_epoch
+    dataset.cursor = n
+    dataset.next_id = max(int(d["next_id"]), spec.epochs * n)
+    for s in d["todo"]:
+        dataset.returned.append(Shard(dataset.next_id, int(s["epoch"]), int(s["start"]), int(s["end"])))
+        dataset.next_id += 1
+    return dataset
