@@ -100,21 +100,26 @@ def test_a_worker_still_starting_when_the_chief_finishes_does_not_fail_the_job(t
 
 
 def test_a_failure_that_would_repeat_ends_the_job_at_once(tmp_path, monkeypatch):
-    """Issue 15: a reader error past max_bad_records (like a NaN loss) was retried three times per task."""
+    """Issue 15: a reader error past max_bad_records (like a NaN loss) was retried three times per task, and the
+    limit was per process; now 10 malformed lines with a limit of 5 end the whole job, with the job-wide count."""
     data = tmp_path / "data"
     data.mkdir()
-    (data / "train.csv").write_text("a,b,c,d,species\n" + "5.1,3.5,1.4,0.2,0\n" * 40 + "5.1,oops,1.4,0.2,0\n")
+    good, bad = "5.1,3.5,1.4,0.2,0\n", "5.1,oops,1.4,0.2,0\n"
+    (data / "train.csv").write_text("a,b,c,d,species\n" + (good * 19 + bad) * 10)
     monkeypatch.setenv("TINY_DATA", str(data))
+    monkeypatch.setenv("TINY_MAX_BAD", "5")
     monkeypatch.setenv("PYTHONPATH", ROOT)
     console = Console()
     tiny = os.path.join(ROOT, "tests", "integration", "tiny_conf.py") + ":TinyConf"
     launcher = Launcher(LaunchSpec(tiny, str(tmp_path / "model"), ps=1, workers=1), out=console)
     assert launcher.run() == 1, "".join(console)
     text = "".join(console)
-    assert "failed in a way a restart would repeat, so the job ends here: 1 malformed record(s)" in text, text
-    assert "train.csv:42: field 'b' = 'oops'" in text
+    assert re.search(r"failed in a way a restart would repeat, so the job ends here: [67] malformed record\(s\) in "
+                     r"'train_set' across the job, more than max_bad_records=5", text), text
+    assert re.search(r"train.csv:\d+: field 'b' = 'oops'", text)
     assert not [e for e in launcher.events if e["event"] == "restart"], launcher.events
     assert all(_gone(e["pid"]) for e in launcher.events if e["event"] == "start")
+    assert not (tmp_path / "model" / "export").exists()
 
 
 def test_a_normal_end_reads_as_one(tmp_path):

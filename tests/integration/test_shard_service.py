@@ -253,3 +253,32 @@ def test_a_checkpoint_saved_just_before_a_crash_finds_its_pending_seal(tmp_path)
     resumed = ShardService(TOKEN, SealStore(str(tmp_path)))
     assert resumed.resume(checkpoint_step=124)
     assert resumed.handle("status", {"dataset": "train"})["trained_records"] == 4
+
+
+def test_max_bad_records_is_a_job_wide_count_of_distinct_records(server):
+    """Two workers each meet 3 of 4 malformed lines (one line in both: a replayed batch); the limit is 3."""
+    from elastimator.data.parsing import BadRecordTally
+    from elastimator.errors import ReaderError
+
+    def tally(worker):
+        feed = ShardFeed(ShardClient(server.address, TOKEN, worker=worker),
+                         DatasetSpec(name="train", size=100, shard_size=10))
+        feed.client.add_dataset(feed.dataset)
+        return BadRecordTally(3, ["data.csv"], shared=feed.report_bad)
+
+    def meet(tally, lines):
+        n = len(lines)
+        tally.record([0] * n, lines, [1] * n, [True] * n, [0] * n, [b"x"] * n, 2, ["id", "label"], ["int", "float"])
+
+    first, second = tally("worker-0"), tally("worker-1")
+    meet(first, [4, 8])
+    meet(second, [8, 15])  # line 8 again: still 3 distinct, within the limit
+    assert (first.count, second.count, second.job_count) == (2, 2, 3)
+    with pytest.raises(ReaderError, match=r"4 malformed record\(s\) in 'train' across the job, more than "
+                                          r"max_bad_records=3\. First ones: data.csv:4: expected 2 fields, got 1"):
+        meet(first, [16])
+    # Every other worker is stopped on its next request, with the same reason.
+    other = ShardFeed(ShardClient(server.address, TOKEN, worker="worker-2"), DatasetSpec(name="train", size=100,
+                                                                                          shard_size=10))
+    with pytest.raises(ReaderError, match="across the job, more than max_bad_records=3.*Fix the data"):
+        next(other.batches(None, 10))

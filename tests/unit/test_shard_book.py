@@ -6,7 +6,16 @@ import random
 import pytest
 
 from elastimator.elastic.permutation import Permutation
-from elastimator.elastic.shards import Assigned, DatasetSpec, Drained, Finished, ShardBook, ShardServiceError, Wait
+from elastimator.elastic.shards import (
+    Assigned,
+    DatasetSpec,
+    Drained,
+    Failed,
+    Finished,
+    ShardBook,
+    ShardServiceError,
+    Wait,
+)
 
 
 def _book(size=10, shard_size=4, epochs=1, **kwargs):
@@ -303,3 +312,23 @@ def test_a_seal_written_before_states_were_compact_still_restores():
             counts[(decision.epoch, i)] = counts.get((decision.epoch, i), 0) + 1
         book.report("train", "a", decision.shard_id, decision.end - decision.start, lease=decision.lease)
     assert counts == {(e, i): 1 for e in range(2) for i in range(10)}
+
+
+def test_bad_records_are_counted_once_job_wide_and_the_first_past_the_limit_fails_every_worker():
+    book = _book(size=100, shard_size=10)
+    book.commit(book.seal(), checkpoint_step=0)
+    assert book.report_bad("train", [("a.csv:3", "expected 2 fields, got 1")], limit=2) == (1, None)
+    # The same line again (a replayed batch, a restarted worker, another epoch) counts nothing.
+    assert book.report_bad("train", [("a.csv:3", "expected 2 fields, got 1"), ("a.csv:9", "bad")], limit=2) == (2, None)
+    book.commit(book.seal(), checkpoint_step=10)
+    count, failure = book.report_bad("train", [("a.csv:40", "field 'x' = 'oops' is not a valid float32")], limit=2)
+    assert count == 3 and failure.startswith("3 malformed record(s) in 'train' across the job, more than "
+                                             "max_bad_records=2. First ones: a.csv:3: expected 2 fields, got 1;")
+    assert book.request("train", "another-worker") == Failed(failure)
+    assert book.status("train")["bad_records"] == 3
+    # Sealed with the checkpoints; the failure is not: resumed with a larger limit, the job goes on.
+    book.restore(10)
+    assert book.status("train")["bad_records"] == 2 and isinstance(book.request("train", "w"), Assigned)
+    assert book.report_bad("train", [("a.csv:40", "...")], limit=5) == (3, None)
+    book.restore(0)
+    assert book.status("train")["bad_records"] == 0

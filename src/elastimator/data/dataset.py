@@ -145,7 +145,8 @@ class DataSetInput:
             raise ReaderError(f"{spec.name}: elastic sharding needs an ElasticReader (or FileReader); got "
                               f"{readers.describe(spec.reader)}.")
         self._sources = self._source_names()
-        self.tally = BadRecordTally(spec.max_bad_records, self._sources)
+        self.tally = BadRecordTally(spec.max_bad_records, self._sources,
+                                    shared=feed.report_bad if feed is not None else None)
         self.filled = FilledFields()
         self.reader_failure: ReaderError | None = None
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -27,22 +27,33 @@ _INT = r"[-+]?\d+"
 _FLOAT = r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?"
 SPARSE_DELIM = "|"
 _EXAMPLES_KEPT = 10
+BAD_RECORDS_HINT = "Fix the data, or set a larger max_bad_records in the data set's conf to skip them."
 
 
 class BadRecordTally:
     """Counts malformed records of one input and decides when to stop.
 
-    A record is counted once, however many epochs meet it again.
+    A record is counted once, however many epochs meet it again. With `shared`
+    (an elastic input's `ShardFeed.report_bad`) the count is the job's: the shard
+    service keeps the distinct bad records every process found, so restarts and
+    replayed batches count nothing twice, and the first record past the limit
+    stops every process.
 
     Args:
         max_bad_records: How many malformed records may be skipped; one more stops the input.
         sources: Names of the record sources (files), indexed by source id.
+        shared: Adds [(where, why)] to the job-wide count; returns it and, past the limit, why the input failed.
     """
 
-    def __init__(self, max_bad_records: int, sources: Sequence[str]):
+    def __init__(self, max_bad_records: int, sources: Sequence[str],
+                 shared: Callable[[list[tuple[str, str]], int], tuple[int, str | None]] | None = None):
         self.max_bad_records = max_bad_records
         self.sources = list(sources)
+        self._shared = shared
         self.count = 0
+        """Distinct malformed records this process met."""
+        self.job_count: int | None = None
+        """Distinct malformed records the whole job met (with `shared`), as of this process's last report."""
         self.examples: list[str] = []
         self._seen: set[tuple[int, int]] = set()
         self.error: ReaderError | None = None
@@ -52,12 +63,13 @@ class BadRecordTally:
                column_names: Sequence[str], column_types: Sequence[str]) -> None:
         """Counts one batch's malformed records; raises ReaderError past the limit."""
         with self._lock:
+            found: list[tuple[str, str]] = []
             rows = zip(sources, line_numbers, field_counts, encodings_ok, bad_columns, texts)
             for source, line, fields, encoding_ok, column, text in rows:
-                if (int(source), int(line)) in self._seen:
+                key = (int(source), int(line))
+                if key in self._seen and self._shared is None:
                     continue
-                self._seen.add((int(source), int(line)))
-                where = f"{self.sources[int(source)]}:{int(line)}"
+                where = f"{self.sources[key[0]]}:{key[1]}"
                 if not encoding_ok:
                     why = "not valid UTF-8"
                 elif fields != expected_fields:
@@ -65,16 +77,25 @@ class BadRecordTally:
                 else:
                     value = text.decode("utf-8", "replace")
                     why = f"field {column_names[column]!r} = {value!r} is not a valid {column_types[column]}"
-                message = f"{where}: {why}"
+                # The job-wide count hears every one, met before or not: a rewind may have made it forget.
+                found.append((where, why))
+                if key in self._seen:
+                    continue
+                self._seen.add(key)
                 self.count += 1
                 if len(self.examples) < _EXAMPLES_KEPT:
-                    self.examples.append(message)
-                    logger.warning("Bad record %s", message)
-            if self.count > self.max_bad_records:
+                    self.examples.append(f"{where}: {why}")
+                    logger.warning("Bad record %s: %s", where, why)
+            if self._shared is not None:
+                if found:
+                    self.job_count, failure = self._shared(found, self.max_bad_records)
+                    if failure is not None:
+                        self.error = ReaderError(f"{failure} {BAD_RECORDS_HINT}")
+                        raise self.error
+            elif self.count > self.max_bad_records:
                 self.error = ReaderError(
                     f"{self.count} malformed record(s), more than max_bad_records={self.max_bad_records}. "
-                    f"First ones: {'; '.join(self.examples[:5])}. Fix the data, or set a larger "
-                    "max_bad_records in the data set's conf to skip them."
+                    f"First ones: {'; '.join(self.examples[:5])}. {BAD_RECORDS_HINT}"
                 )
                 raise self.error
 

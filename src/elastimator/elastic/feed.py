@@ -27,7 +27,16 @@ import tensorflow as tf
 
 from elastimator.data import reader as readers
 from elastimator.elastic.service import ShardClient
-from elastimator.elastic.shards import Assigned, DatasetSpec, Drained, Finished, ShardBook, ShardServiceError
+from elastimator.elastic.shards import (
+    Assigned,
+    DatasetSpec,
+    Drained,
+    Failed,
+    Finished,
+    ShardBook,
+    ShardServiceError,
+)
+from elastimator.data.parsing import BAD_RECORDS_HINT
 from elastimator.errors import ReaderError
 from elastimator.estimator import checkpoints
 from elastimator.estimator.calls import CONSUMED_COLLECTION, FINISHED_IN_CALL_COLLECTION
@@ -140,6 +149,8 @@ class ShardFeed:
             decision = self.client.request(self.dataset.name)
             if isinstance(decision, Finished):
                 return
+            if isinstance(decision, Failed):
+                raise ReaderError(f"{decision.message} {BAD_RECORDS_HINT}")
             if isinstance(decision, Drained):
                 logger.info("The last shards of %s are %s's own; its input ends once they are trained.",
                             self.dataset.name, self.client.worker)
@@ -165,6 +176,11 @@ class ShardFeed:
                 yield (np.arange(start + 1, end + 1, dtype=np.int64),
                        np.asarray(reader.read_lines(start, end), dtype=object),
                        np.asarray([decision.shard_id, decision.lease, start, end - start], dtype=np.int64))
+
+    def report_bad(self, records: list[tuple[str, str]], limit: int) -> tuple[int, str | None]:
+        """Adds malformed records (where, why) to the job-wide count the service keeps; returns that count and,
+        past `limit`, why the data set failed."""
+        return self.client.bad_records(self.dataset.name, records, limit)
 
     def is_current(self, lease: int) -> bool:
         """False for a lease the service took back: refused in a report, or older than its lease floor."""

@@ -40,6 +40,7 @@ from elastimator.elastic.shards import (
     Assigned,
     DatasetSpec,
     Drained,
+    Failed,
     Finished,
     ShardBook,
     ShardServiceError,
@@ -182,7 +183,20 @@ class ShardService:
         if isinstance(decision, Drained):
             self._told_drained.add(worker)
             return {"decision": "drained"}
+        if isinstance(decision, Failed):
+            return {"decision": "failed", "message": decision.message}
         return {"decision": "wait"}
+
+    def _bad_records(self, request):
+        records = request.get("records")
+        if not isinstance(records, list) or not all(
+                isinstance(r, list) and len(r) == 2 and all(isinstance(x, str) for x in r) for r in records):
+            raise ShardServiceError(f"field 'records' must be a list of [where, why] strings; got {records!r}.")
+        limit = _field(request, "limit", int)
+        count, failure = self.book.report_bad(_field(request, "dataset", str), [tuple(r) for r in records], limit)
+        if failure is not None and records:
+            logger.error("Data set %s failed: %s", request["dataset"], failure)
+        return {"count": count, "failure": failure}
 
     def _report(self, request):
         # `offset` (the batch's first record) is required over the wire: it is what makes a retried report count
@@ -250,8 +264,8 @@ class ShardService:
         return self.book.status(_field(request, "dataset", str))
 
 
-METHODS = ("add_dataset", "request", "report", "heartbeat", "leave", "fail_worker", "seal", "commit", "restore",
-           "status", "open", "unheard")
+METHODS = ("add_dataset", "request", "report", "bad_records", "heartbeat", "leave", "fail_worker", "seal", "commit",
+           "restore", "status", "open", "unheard")
 
 
 BEST_EFFORT_METHODS = frozenset({"leave"})
@@ -432,11 +446,19 @@ class ShardClient:
     def add_dataset(self, spec: DatasetSpec) -> None:
         self.call("add_dataset", dataset=dataclasses.asdict(spec))
 
-    def request(self, dataset: str) -> Assigned | Wait | Drained | Finished:
+    def request(self, dataset: str) -> Assigned | Wait | Drained | Finished | Failed:
         reply = self.call("request", dataset=dataset)
         if reply["decision"] == "assigned":
             return Assigned(reply["shard_id"], reply["epoch"], reply["start"], reply["end"], reply["lease"])
+        if reply["decision"] == "failed":
+            return Failed(reply["message"])
         return {"wait": Wait, "drained": Drained}.get(reply["decision"], Finished)()
+
+    def bad_records(self, dataset: str, records: list[tuple[str, str]], limit: int) -> tuple[int, str | None]:
+        """Adds malformed records (where, why) to the job-wide count; returns it, and why the data set failed
+        once the count passes `limit`."""
+        reply = self.call("bad_records", dataset=dataset, records=[list(r) for r in records], limit=limit)
+        return reply["count"], reply["failure"]
 
     def report(self, dataset: str, shard_id: int, consumed: int, *, offset: int, lease: int | None = None,
                poll_secs: float = 0.01) -> None:

@@ -117,6 +117,13 @@ class Finished:
     """Every epoch is done."""
 
 
+@dataclasses.dataclass(frozen=True)
+class Failed:
+    """The data set cannot be trained on: more distinct malformed records than its limit, job-wide."""
+
+    message: str
+
+
 @dataclasses.dataclass
 class _Dataset:
     spec: DatasetSpec
@@ -134,6 +141,10 @@ class _Dataset:
     """Records reported trained, in DONE and DOING shards."""
     handed_records: int = 0
     """Records of the current epoch's shards handed out (returned remainders not included)."""
+    bad_records: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Distinct malformed records found by any worker: where (file:line) -> why. Sealed with checkpoints."""
+    failure: str | None = None
+    """Why the data set failed (past max_bad_records). Not sealed: a job resumed with a larger limit goes on."""
     _order: Permutation | None = dataclasses.field(default=None, compare=False, repr=False)
     _order_epoch: int = dataclasses.field(default=-1, compare=False, repr=False)
 
@@ -218,9 +229,11 @@ class ShardBook:
 
     # --- the worker protocol ---------------------------------------------------------------------
 
-    def request(self, name: str, worker: str) -> Assigned | Wait | Drained | Finished:
+    def request(self, name: str, worker: str) -> Assigned | Wait | Drained | Finished | Failed:
         """The next shard for `worker`."""
         dataset = self._get(name)
+        if dataset.failure is not None:
+            return Failed(dataset.failure)
         shard = dataset.next_todo()
         if shard is not None:
             shard.owner = worker
@@ -284,6 +297,20 @@ class ShardBook:
         if shard.consumed == shard.length:
             del dataset.doing[shard_id]
             dataset.done_shards += 1
+
+    def report_bad(self, name: str, records: list[tuple[str, str]], limit: int) -> tuple[int, str | None]:
+        """Counts malformed records a worker found, each (where, why) once job-wide, however many workers,
+        epochs or replays meet it; returns the job-wide count and, once it passes `limit`, why the data set
+        failed (every later request of it gets `Failed`)."""
+        dataset = self._get(name)
+        for where, why in records:
+            dataset.bad_records.setdefault(where, why)
+        count = len(dataset.bad_records)
+        if count > limit and dataset.failure is None:
+            first = "; ".join(f"{where}: {why}" for where, why in list(dataset.bad_records.items())[:5])
+            dataset.failure = (f"{count} malformed record(s) in {name!r} across the job, more than "
+                               f"max_bad_records={limit}. First ones: {first}.")
+        return count, dataset.failure
 
     def fail_worker(self, worker: str) -> int:
         """Gives `worker`'s shards back from where it stopped; returns how many went back."""
@@ -377,6 +404,7 @@ class ShardBook:
             "todo_records": records(dataset.returned) + dataset.spec.size - dataset.handed_records,
             "doing_records": records(dataset.doing.values()),
             "trained_records": dataset.trained_records,
+            "bad_records": len(dataset.bad_records),
             "finished": not dataset.has_todo() and not dataset.doing,
         }
 
@@ -393,7 +421,7 @@ class ShardBook:
                     "spec": dataclasses.asdict(d.spec), "epoch": d.epoch, "cursor": d.cursor,
                     "returned": shards(d.returned), "doing": shards(d.doing.values()), "next_id": d.next_id,
                     "done_shards": d.done_shards, "trained_records": d.trained_records,
-                    "handed_records": d.handed_records,
+                    "handed_records": d.handed_records, "bad_records": dict(d.bad_records),
                 }
                 for name, d in self._datasets.items()
             },
@@ -416,7 +444,8 @@ class ShardBook:
                     spec=DatasetSpec(**d["spec"]), epoch=int(d["epoch"]), cursor=int(d["cursor"]),
                     returned=[Shard(**s) for s in d["returned"]], doing={s["id"]: Shard(**s) for s in d["doing"]},
                     next_id=int(d["next_id"]), done_shards=int(d["done_shards"]),
-                    trained_records=int(d["trained_records"]), handed_records=int(d["handed_records"]))
+                    trained_records=int(d["trained_records"]), handed_records=int(d["handed_records"]),
+                    bad_records={str(k): str(v) for k, v in d.get("bad_records", {}).items()})
                 book._datasets[name] = dataset
             book._next_lease = int(state["next_lease"])
             book._next_seal = int(state["next_seal"])
