@@ -97,6 +97,11 @@ def _parser() -> argparse.ArgumentParser:
     launch.add_argument("--base-port", type=int, help="use consecutive ports from here (default: any free ports)")
     launch.add_argument("--autoscale", action="store_true",
                         help="add or remove workers (up to --max-workers) from measured steps/s and ps CPU")
+    launch.add_argument("--network", choices=("auto", "private", "host"), default="auto",
+                        help="auto (default): run the processes in a loopback-only network namespace where this "
+                             "machine allows it, so their TensorFlow servers cannot be reached from other hosts; "
+                             "private: that or an error; host: the machine's network (a job that reads data from "
+                             "other hosts), servers on every interface")
 
     scale = commands.add_parser("scale", help="change the number of workers of a job `launch` is running")
     scale.add_argument("model_dir", help="the model_dir the running `launch` was given")
@@ -215,9 +220,29 @@ def _shard_service(args) -> int:
     return 0
 
 
+_IN_USER_NAMESPACE = "ELASTIMATOR_LAUNCH_IN_USER_NAMESPACE"
+
+
+def _as_root_of_a_user_namespace() -> None:
+    """For a user without CAP_SYS_ADMIN: runs `launch` again as root of a user namespace of its own (files it
+    writes stay the user's), where it may make the job's private network. Returns where that is not possible."""
+    import shutil
+    import subprocess
+
+    if os.geteuid() == 0 or os.environ.get(_IN_USER_NAMESPACE) or shutil.which("unshare") is None:
+        return
+    command = ["unshare", "--user", "--map-root-user"]
+    if subprocess.run([*command, "true"], capture_output=True).returncode != 0:
+        return  # user namespaces are disabled here; the launcher says what that means
+    os.environ[_IN_USER_NAMESPACE] = "1"
+    os.execvp("unshare", [*command, sys.executable, "-m", "elastimator.cli", *sys.argv[1:]])
+
+
 def _launch(args) -> int:
     import signal
 
+    if args.network != "host":
+        _as_root_of_a_user_namespace()
     from elastimator.cluster import autoscale
     from elastimator.cluster.launcher import Launcher, LaunchSpec
     from elastimator.job.conf import load_conf
@@ -230,7 +255,7 @@ def _launch(args) -> int:
                         "--model-dir.")
     spec = LaunchSpec(args.conf, os.path.abspath(model_dir), ps=args.ps, workers=args.workers,
                       max_workers=args.max_workers, evaluator=args.evaluator, max_steps=args.max_steps,
-                      max_restarts=args.max_restarts, base_port=args.base_port)
+                      max_restarts=args.max_restarts, base_port=args.base_port, network=args.network)
     if args.autoscale:
         spec = dataclasses.replace(spec, autoscale=autoscale.ScalingLimits(max_workers=spec.worker_slots))
     launcher = Launcher(spec)

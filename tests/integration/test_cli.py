@@ -199,7 +199,7 @@ def test_k8s_validate_checks_a_written_manifest(tmp_path):
                    "--output", str(manifest))
     assert written.returncode == 0, written.stderr[-2000:]
     valid = _cli("k8s", "validate", str(manifest))
-    assert valid.returncode == 0 and "valid (Secret, TFJob)" in valid.stdout, valid.stderr[-2000:]
+    assert valid.returncode == 0 and "valid (Secret, NetworkPolicy, TFJob)" in valid.stdout, valid.stderr[-2000:]
     manifest.write_text(manifest.read_text().replace("replicas:", "replicaz:", 1))
     invalid = _cli("k8s", "validate", str(manifest))
     assert invalid.returncode == 1 and "the manifest is invalid" in invalid.stderr

@@ -17,8 +17,15 @@ CENSUS = k8s.TFJobSpec(name="census", conf="examples/census/census_conf.py:Censu
 
 
 def test_the_census_manifest_is_valid_and_complete():
-    secret, tfjob = k8s.manifest(CENSUS)
-    assert k8s.validate(secret) == [] and k8s.validate(tfjob) == []
+    secret, policy, tfjob = k8s.manifest(CENSUS)
+    assert k8s.validate(secret) == [] and k8s.validate(policy) == [] and k8s.validate(tfjob) == []
+    # Only the job's own pods may reach its pods, and only on the TensorFlow and shard-service ports.
+    job_pods = {"matchLabels": {"elastimator/job": "census"}}
+    assert policy["spec"]["podSelector"] == job_pods and policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["from"] == [{"podSelector": job_pods}] and {p["port"] for p in rule["ports"]} == {2222, 2223}
+    for replica in tfjob["spec"]["tfReplicaSpecs"].values():
+        assert replica["template"]["metadata"]["labels"]["elastimator/job"] == "census"
     replicas = tfjob["spec"]["tfReplicaSpecs"]
     assert {name: r["replicas"] for name, r in replicas.items()} == {"Chief": 1, "PS": 1, "Worker": 2, "Evaluator": 1}
     chief = replicas["Chief"]["template"]["spec"]["containers"][0]
@@ -30,7 +37,7 @@ def test_the_census_manifest_is_valid_and_complete():
     assert env["ELASTIMATOR_SHARD_SERVICE_LISTEN"]["value"] == "0.0.0.0:2223"
     worker_env = {e["name"] for e in replicas["Worker"]["template"]["spec"]["containers"][0]["env"]}
     assert "ELASTIMATOR_SHARD_SERVICE_LISTEN" not in worker_env  # only the chief listens beyond loopback
-    assert k8s.load_text(k8s.render([secret, tfjob])) == [secret, tfjob]
+    assert k8s.load_text(k8s.render([secret, policy, tfjob])) == [secret, policy, tfjob]
 
 
 @pytest.mark.parametrize("breakage, message", [
@@ -46,7 +53,7 @@ def test_the_census_manifest_is_valid_and_complete():
      "unknown replica type 'Master'"),
 ])
 def test_validation_names_what_is_wrong(breakage, message):
-    _, tfjob = k8s.manifest(CENSUS)
+    _, _, tfjob = k8s.manifest(CENSUS)
     breakage(tfjob)
     problems = k8s.validate(tfjob)
     assert any(message in p for p in problems), problems
@@ -89,12 +96,13 @@ def api_server():
 
 
 def test_submit_and_scale_send_what_the_api_expects(api_server):
-    secret, tfjob = k8s.manifest(CENSUS)
-    assert k8s.submit([secret, tfjob], api_client=api_server) == ["Secret default/census-token",
-                                                                  "TFJob default/census"]
+    secret, policy, tfjob = k8s.manifest(CENSUS)
+    assert k8s.submit([secret, policy, tfjob], api_client=api_server) == [
+        "Secret default/census-token", "NetworkPolicy default/census-job-only", "TFJob default/census"]
     k8s.scale("census", 3, api_client=api_server)
-    (m1, p1, _, b1), (m2, p2, _, b2), (m3, p3, t3, b3) = _Recorder.requests
+    (m1, p1, _, b1), (mp, pp, _, bp), (m2, p2, _, b2), (m3, p3, t3, b3) = _Recorder.requests
     assert (m1, p1) == ("POST", "/api/v1/namespaces/default/secrets")
+    assert (mp, pp) == ("POST", "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies") and bp == policy
     assert (m2, p2) == ("POST", "/apis/kubeflow.org/v1/namespaces/default/tfjobs")
     assert (m3, p3) == ("PATCH", "/apis/kubeflow.org/v1/namespaces/default/tfjobs/census")
     assert t3 == "application/merge-patch+json" and b3 == {"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 3}}}}
@@ -108,7 +116,7 @@ def test_submit_and_scale_send_what_the_api_expects(api_server):
 
 
 def test_an_invalid_manifest_is_never_sent(api_server):
-    _, tfjob = k8s.manifest(CENSUS)
+    _, _, tfjob = k8s.manifest(CENSUS)
     tfjob["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = "many"
     with pytest.raises(ClusterError):
         k8s.submit([tfjob], api_client=api_server)

@@ -1,7 +1,10 @@
 """Kubernetes: a job conf as a Kubeflow TFJob (kubeflow.org/v1), validated, submitted and scaled.
 
-The manifest holds two objects: a Secret with the job token, and the TFJob
-whose Chief, PS, Worker (and Evaluator) replicas each run `elastimator run`.
+The manifest holds three objects: a Secret with the job token, a NetworkPolicy
+that admits only the job's own pods to its TensorFlow and shard-service ports
+(TensorFlow's servers answer anyone who connects: graph ops, variables), and
+the TFJob whose Chief, PS, Worker (and Evaluator) replicas each run
+`elastimator run`.
 The training operator gives every pod its TF_CONFIG. The chief serves the
 shard service on SHARD_PORT; the other pods reach it through the chief's
 per-replica service name (`<job>-chief-0`). Every worker slot up to
@@ -108,8 +111,19 @@ def _pod_template(spec: TFJobSpec, role: str) -> dict[str, Any]:
             "spec": pod}
 
 
+def _network_policy(spec: TFJobSpec) -> dict[str, Any]:
+    """Ingress to the job's pods: only from the job's pods, only to the TensorFlow and shard-service ports."""
+    job_pods = {"matchLabels": {"elastimator/job": spec.name}}
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": f"{spec.name}-job-only", "namespace": spec.namespace},
+            "spec": {"podSelector": job_pods, "policyTypes": ["Ingress"],
+                     "ingress": [{"from": [{"podSelector": job_pods}],
+                                  "ports": [{"protocol": "TCP", "port": TF_PORT},
+                                            {"protocol": "TCP", "port": SHARD_PORT}]}]}}
+
+
 def manifest(spec: TFJobSpec) -> list[dict[str, Any]]:
-    """The Secret holding a fresh job token, and the TFJob."""
+    """The Secret holding a fresh job token, the NetworkPolicy that keeps everyone else out, and the TFJob."""
     counts = {"chief": 1, "ps": spec.ps, "worker": spec.workers, "evaluator": int(spec.evaluator)}
     replicas = {
         REPLICA_TYPES[role]: {"replicas": count, "restartPolicy": "OnFailure", "template": _pod_template(spec, role)}
@@ -122,7 +136,7 @@ def manifest(spec: TFJobSpec) -> list[dict[str, Any]]:
              "metadata": {"name": spec.name, "namespace": spec.namespace},
              "spec": {"runPolicy": {"backoffLimit": spec.backoff_limit, "cleanPodPolicy": "Running"},
                       "tfReplicaSpecs": replicas}}
-    return [secret, tfjob]
+    return [secret, _network_policy(spec), tfjob]
 
 
 def render(documents: list[dict[str, Any]]) -> str:
@@ -153,8 +167,10 @@ def validate(document: dict[str, Any]) -> list[str]:
     kind = document.get("kind")
     if kind == "Secret":
         return _check_model(document, "V1Secret", "Secret")
+    if kind == "NetworkPolicy":
+        return _check_model(document, "V1NetworkPolicy", "NetworkPolicy")
     if kind != "TFJob":
-        return [f"unexpected kind {kind!r}; a manifest holds a Secret and a TFJob."]
+        return [f"unexpected kind {kind!r}; a manifest holds a Secret, a NetworkPolicy and a TFJob."]
     import jsonschema
 
     with open(_SCHEMA) as f:
@@ -229,6 +245,8 @@ def submit(documents: list[dict[str, Any]], api_client=None) -> list[str]:
         name = document["metadata"]["name"]
         if document["kind"] == "Secret":
             client.CoreV1Api(api).create_namespaced_secret(namespace, document)
+        elif document["kind"] == "NetworkPolicy":
+            client.NetworkingV1Api(api).create_namespaced_network_policy(namespace, document)
         else:
             client.CustomObjectsApi(api).create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, document)
         created.append(f"{document['kind']} {namespace}/{name}")

@@ -34,6 +34,7 @@ from typing import Callable, TextIO
 
 from elastimator.cluster import autoscale
 from elastimator.cluster.plan import ClusterPlan, Task
+from elastimator.cluster.private_network import private_network
 from elastimator.elastic.feed import FIRST_BATCH_LOG
 from elastimator.errors import REPEATING_EXIT, USAGE_EXIT, ClusterError
 from elastimator.estimator.sessions import reachable
@@ -69,6 +70,10 @@ class LaunchSpec:
     host: str = "127.0.0.1"
     autoscale: autoscale.ScalingLimits | None = None
     autoscale_every_secs: float = 30.0
+    network: str = "auto"
+    """private_network.MODES: "auto" runs the job's processes in a loopback-only network namespace where the
+    machine allows it, so their TensorFlow servers (which listen on every interface) are unreachable from other
+    hosts."""
 
     def __post_init__(self):
         if self.workers < 0:
@@ -195,13 +200,15 @@ class Launcher:
     def run(self) -> int:
         """Runs the job to its end; returns 0 when the chief (and evaluator) succeeded."""
         os.makedirs(self.logs_dir, exist_ok=True)
-        try:
-            self._start_initial()
-            code = self._supervise()
-        except BaseException:
+        with private_network(self.spec.network) as network:
+            self._say("launcher", network)
+            try:
+                self._start_initial()
+                code = self._supervise()
+            except BaseException:
+                self.stop()
+                raise
             self.stop()
-            raise
-        self.stop()
         return code
 
     def scale(self, workers: int) -> None:
