@@ -282,3 +282,22 @@ def test_max_bad_records_is_a_job_wide_count_of_distinct_records(server):
                                                                                           shard_size=10))
     with pytest.raises(ReaderError, match="across the job, more than max_bad_records=3.*Fix the data"):
         next(other.batches(None, 10))
+
+
+def test_an_input_re_created_with_its_session_gets_back_what_the_old_one_held(server, tmp_path):
+    """After a ps failure every trainer's session (and input iterator) is re-created: the shards the old
+    iterator held must go back, or they stay out with no one to train them and every trainer waits."""
+    data = tmp_path / "ids.csv"
+    data.write_text("".join(f"{i}\n" for i in range(40)))
+    reader = FileReader(str(data))
+    feed = ShardFeed(ShardClient(server.address, TOKEN, worker="w0"),
+                     DatasetSpec(name="train", size=40, shard_size=20))
+    feed.client.add_dataset(feed.dataset)
+    old = feed.batches(reader, 10)
+    numbers, _, tag = next(old)  # the old iterator holds shard [0, 20) and has handed out one batch of it
+    assert list(numbers) == list(range(1, 11))
+    trained = [n for numbers, _, _ in feed.batches(reader, 10) for n in numbers]
+    assert sorted(trained) == list(range(1, 41))  # the new iterator trains all of it, [0, 20) included
+    with pytest.raises(StopIteration):
+        next(old)  # a newer iterator runs: the old one stops, and gives back anything it was handed meanwhile
+    assert server.service.book.status("train")["doing_shards"] == 2 and not server.service.book.holds("w1")

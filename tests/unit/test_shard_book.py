@@ -332,3 +332,26 @@ def test_bad_records_are_counted_once_job_wide_and_the_first_past_the_limit_fail
     assert book.report_bad("train", [("a.csv:40", "...")], limit=5) == (3, None)
     book.restore(0)
     assert book.status("train")["bad_records"] == 0
+
+
+def test_a_failed_worker_learns_that_every_lease_it_held_was_taken_back():
+    """A worker frozen past its heartbeat timeout held several shards (its input queues ahead): when it wakes,
+    the floor of its next reply rules out all of them, not only the one whose report was refused."""
+    book = _book(size=100, shard_size=10)
+    held = [book.request("train", "a"), book.request("train", "a")]
+    other = book.request("train", "b")
+    book.fail_worker("a")
+    again = book.request("train", "a")
+    floor = book.lease_floor_for("a")
+    assert not any(ShardBook.is_current(d.lease, floor) for d in held) and ShardBook.is_current(again.lease, floor)
+    assert ShardBook.is_current(other.lease, book.lease_floor_for("b"))
+
+
+def test_a_released_shard_goes_back_whole_and_only_its_holder_can_release_it():
+    book = _book(size=20, shard_size=10)
+    shard = book.request("train", "a")
+    assert not book.release("train", "b", shard.shard_id, shard.lease)
+    assert not book.release("train", "a", shard.shard_id, shard.lease + 1)
+    assert book.release("train", "a", shard.shard_id, shard.lease)
+    again = book.request("train", "b")
+    assert (again.start, again.end) == (shard.start, shard.end) and not book.holds("a")

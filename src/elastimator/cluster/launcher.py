@@ -187,6 +187,8 @@ class Launcher:
         self._next_autoscale = 0.0
         self._pumps: dict[str, threading.Thread] = {}
         self._last_error: dict[str, str] = {}
+        self._run_thread: threading.Thread | None = None
+        self._pending_scale: int | None = None
         """Per task, the last `elastimator: error:` line it printed: what the launcher reports if it fails."""
 
     # --- public ------------------------------------------------------------------------------
@@ -200,21 +202,33 @@ class Launcher:
     def run(self) -> int:
         """Runs the job to its end; returns 0 when the chief (and evaluator) succeeded."""
         os.makedirs(self.logs_dir, exist_ok=True)
-        with private_network(self.spec.network) as network:
-            self._say("launcher", network)
-            try:
-                self._start_initial()
-                code = self._supervise()
-            except BaseException:
+        self._run_thread = threading.current_thread()
+        try:
+            with private_network(self.spec.network) as network:
+                self._say("launcher", network)
+                try:
+                    self._start_initial()
+                    code = self._supervise()
+                except BaseException:
+                    self.stop()
+                    raise
                 self.stop()
-                raise
-            self.stop()
+        finally:
+            self._run_thread = None
         return code
 
     def scale(self, workers: int) -> None:
-        """Runs `workers` workers from now on: starts free slots, or stops the highest-numbered workers."""
+        """Runs `workers` workers from now on: starts free slots, or stops the highest-numbered workers.
+
+        Called from another thread while `run()` runs, it is carried out by `run()`'s thread within 0.2 s: only
+        that thread is in the job's network namespace, where its processes must start and be reached.
+        """
         if not 0 <= workers <= self.plan.max_workers:
             raise ClusterError(f"the job has {self.plan.max_workers} worker slot(s); asked for {workers}.")
+        if self._run_thread is not None and threading.current_thread() is not self._run_thread:
+            with self._events_lock:
+                self._pending_scale = workers
+            return
         self._event("scale", None, workers=workers, before=self._target_workers)
         self._say("launcher", f"scaling to {workers} worker(s) (from {self._target_workers})")
         self._target_workers = workers
@@ -320,6 +334,10 @@ class Launcher:
         while True:
             now = self._clock()
             self._read_scale_request()
+            with self._events_lock:
+                pending, self._pending_scale = self._pending_scale, None
+            if pending is not None:
+                self.scale(pending)
             for child in list(self._children.values()):
                 failure = self._check(child, now)
                 if failure is not None:

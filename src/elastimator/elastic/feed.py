@@ -110,6 +110,8 @@ class ShardFeed:
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
         self._reported = False
+        self._generation = 0
+        """Counts the input's iterators: one that a newer one replaced must not keep shards."""
 
     def start(self) -> "ShardFeed":
         """Registers the data set, returns a previous incarnation's shards, starts heartbeating."""
@@ -142,11 +144,25 @@ class ShardFeed:
                 logger.warning("Shard service heartbeat failed: %s", e)
 
     def batches(self, reader: readers.ElasticReader, batch_size: int) -> Iterator[tuple]:
-        """(record numbers, texts, [shard id, lease, first record, records]) per batch of each assigned shard."""
+        """(record numbers, texts, [shard id, lease, first record, records]) per batch of each assigned shard.
+
+        Each call is a new iterator of the input (the first, or one re-created with its session after a parameter
+        server failed): the shards an earlier one held, and had queued batches of, go back first, or they would
+        stay out with no one training them and every worker would wait for them.
+        """
+        with self._lock:
+            self._generation += 1
+            generation = self._generation
+        returned = self.client.fail_worker(self.client.worker)
+        if returned:
+            logger.info("Returned %d shard(s) that %s's previous input held.", returned, self.client.worker)
         waited_since = None
         next_log = 0.0
         while True:
             decision = self.client.request(self.dataset.name)
+            if isinstance(decision, Assigned) and generation != self._generation:
+                self.client.release(self.dataset.name, decision.shard_id, decision.lease)  # a newer iterator runs
+                return
             if isinstance(decision, Finished):
                 return
             if isinstance(decision, Failed):
@@ -202,8 +218,14 @@ class ShardFeed:
                 raise
             with self._lock:
                 self._abandoned.add(lease)
-            logger.info("Shard %d (lease %d) of %s was taken back by the service (a rewind); dropping it.",
-                        shard_id, lease, self.dataset.name)
+            logger.info("Shard %d (lease %d) of %s was taken back by the service (a rewind, or this process was "
+                        "silent too long); dropping it.", shard_id, lease, self.dataset.name)
+            # Learn the lease floor now, not at the next heartbeat: if the service gave up on this process, every
+            # shard it holds went back, and the batches of those still queued must not be trained either.
+            try:
+                self.client.heartbeat()
+            except ShardServiceError as refresh:
+                logger.info("Could not ask the shard service for its lease floor (%s).", refresh)
 
 
 class ShardReportHook(tf.compat.v1.train.SessionRunHook):

@@ -124,7 +124,7 @@ class ShardService:
             if worker is not None and method != "leave":
                 self._last_seen[worker] = self._clock()
                 self._heard.add(worker)
-                reply["lease_floor"] = self.book.lease_floor
+                reply["lease_floor"] = self.book.lease_floor_for(worker)
             return reply
 
     def _sealing(self, worker: str | None) -> bool:
@@ -207,6 +207,11 @@ class ShardService:
                          offset=_field(request, "offset", int))
         return {}
 
+    def _release(self, request):
+        released = self.book.release(_field(request, "dataset", str), _field(request, "worker", str),
+                                     _field(request, "shard_id", int), _field(request, "lease", int))
+        return {"released": released}
+
     def _heartbeat(self, request):
         _field(request, "worker", str)
         return {}
@@ -264,8 +269,8 @@ class ShardService:
         return self.book.status(_field(request, "dataset", str))
 
 
-METHODS = ("add_dataset", "request", "report", "bad_records", "heartbeat", "leave", "fail_worker", "seal", "commit",
-           "restore", "status", "open", "unheard")
+METHODS = ("add_dataset", "request", "report", "bad_records", "release", "heartbeat", "leave", "fail_worker", "seal",
+           "commit", "restore", "status", "open", "unheard")
 
 
 BEST_EFFORT_METHODS = frozenset({"leave"})
@@ -466,6 +471,10 @@ class ShardClient:
         while self.call("report", dataset=dataset, shard_id=shard_id, consumed=consumed, lease=lease,
                         offset=offset).get("sealing"):
             time.sleep(poll_secs)
+
+    def release(self, dataset: str, shard_id: int, lease: int) -> bool:
+        """Gives back a shard this worker holds and will not train."""
+        return self.call("release", dataset=dataset, shard_id=shard_id, lease=lease)["released"]
 
     def heartbeat(self) -> None:
         self.call("heartbeat")

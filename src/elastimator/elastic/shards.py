@@ -23,6 +23,9 @@ go back to TODO together with the model state that forgot them.
 Every hand-out gets a lease, a number that never repeats. A rewind raises the
 book's `lease_floor` past every lease handed out so far: a worker that learns the
 new floor drops the batches it still holds of older leases before training them.
+Failing a worker raises its own floor (`lease_floor_for`) the same way, so a
+process the service gave up on (frozen, not dead) drops every batch it queued of
+the shards that went to others, when it wakes.
 """
 
 from __future__ import annotations
@@ -205,6 +208,8 @@ class ShardBook:
         self._seals: dict[int, dict] = {}
         self._committed: dict[int, dict] = {}
         self._next_seal = 1
+        self._worker_floors: dict[str, int] = {}
+        """Per worker, the first lease number handed out after it was last failed: its older ones were taken back."""
 
     # --- data sets ---------------------------------------------------------------------------
 
@@ -256,6 +261,11 @@ class ShardBook:
     def lease_floor(self) -> int:
         """The oldest lease still honoured: leases below it, or of another incarnation, were taken back."""
         return self._lease(self._floor)
+
+    def lease_floor_for(self, worker: str | None) -> int:
+        """The oldest lease `worker` may still train: above `lease_floor`, every lease it held when it was last
+        failed (a frozen process the service gave up on) was taken back with its shards."""
+        return self._lease(max(self._floor, self._worker_floors.get(worker, 0)))
 
     @staticmethod
     def is_current(lease: int, floor: int) -> bool:
@@ -312,6 +322,17 @@ class ShardBook:
                                f"max_bad_records={limit}. First ones: {first}.")
         return count, dataset.failure
 
+    def release(self, name: str, worker: str, shard_id: int, lease: int) -> bool:
+        """`worker` gives back one shard it holds and will not train (its input was re-created while the shard
+        was being handed out); returns whether it still held it."""
+        dataset = self._get(name)
+        shard = dataset.doing.get(shard_id)
+        if shard is None or shard.owner != worker or shard.lease != lease:
+            return False
+        del dataset.doing[shard_id]
+        self._give_back(dataset, shard)
+        return True
+
     def fail_worker(self, worker: str) -> int:
         """Gives `worker`'s shards back from where it stopped; returns how many went back."""
         returned = 0
@@ -321,6 +342,7 @@ class ShardBook:
                     del dataset.doing[shard_id]
                     self._give_back(dataset, shard)
                     returned += 1
+        self._worker_floors[worker] = self._next_lease
         return returned
 
     @staticmethod

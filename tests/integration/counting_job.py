@@ -1,0 +1,171 @@
+"""The counting job (ps, chief, two workers of tests/integration/counting_conf.py), for the fault tests.
+
+The model only counts how many times it trained each record id; `check_counts` reads those counts back from
+the final checkpoint: every record trained at least once per epoch, replays within one batch per trainer per
+failure.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+
+from elastimator.elastic.service import ShardClient
+from elastimator.elastic.shards import ShardServiceError
+from tests.helpers import free_ports
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONF = os.path.join(ROOT, "tests", "integration", "counting_conf.py") + ":CountingConf"
+RECORDS, EPOCHS, BATCH, TRAINERS = 2000, 2, 10, 3
+TOKEN = "fault-test-token"
+
+
+TASKS = ("ps0", "chief0", "worker0", "worker1")
+
+
+def _ip(*args: str) -> None:
+    result = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise OSError(f"ip {' '.join(args)}: {result.stderr.strip()}")
+
+
+class Network:
+    """One network namespace per task, all on one bridge in this namespace (which reaches every task), as if
+    each task ran on a host of its own. Root only; `faults(task)` cuts or degrades one task's link."""
+
+    def __init__(self):
+        tag = os.getpid() % 10_000
+        self.subnet = f"10.216.{tag % 250}"
+        self.bridge = f"elxb{tag}"
+        self.namespaces = {task: f"elx{tag}-{task}" for task in TASKS}
+        self.links = {task: (f"elxh{tag}{i}", f"elxp{tag}{i}") for i, task in enumerate(TASKS)}
+        self.addresses = {task: f"{self.subnet}.{i + 1}" for i, task in enumerate(TASKS)}
+
+    def create(self) -> "Network":
+        _ip("link", "add", self.bridge, "type", "bridge")
+        _ip("addr", "add", f"{self.subnet}.254/24", "dev", self.bridge)
+        _ip("link", "set", self.bridge, "up")
+        for task, namespace in self.namespaces.items():
+            here, there = self.links[task]
+            _ip("netns", "add", namespace)
+            _ip("link", "add", here, "type", "veth", "peer", "name", there)
+            _ip("link", "set", there, "netns", namespace)
+            _ip("-n", namespace, "addr", "add", f"{self.addresses[task]}/24", "dev", there)
+            _ip("-n", namespace, "link", "set", there, "up")
+            _ip("-n", namespace, "link", "set", "lo", "up")
+            _ip("link", "set", here, "master", self.bridge)
+            _ip("link", "set", here, "up")
+        return self
+
+    def delete(self) -> None:
+        for task, namespace in self.namespaces.items():
+            subprocess.run(["ip", "link", "del", self.links[task][0]], capture_output=True)
+            subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+        subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
+
+    def set_link(self, task: str, up: bool) -> None:
+        """Cuts `task` off from every other task (and back)."""
+        _ip("-n", self.namespaces[task], "link", "set", self.links[task][1], "up" if up else "down")
+
+    def degrade(self, task: str, netem: str) -> None:
+        """What `task` sends is delayed and lost as `netem` says (tc-netem(8)), e.g. "delay 200ms loss 5%"."""
+        subprocess.run(["ip", "netns", "exec", self.namespaces[task], "tc", "qdisc", "add", "dev",
+                        self.links[task][1], "root", "netem", *netem.split()], check=True, capture_output=True)
+
+
+class Job:
+    """ps, chief and two workers of the counting job, each `elastimator run` in its own process: on loopback,
+    or each in its own network namespace of `network`."""
+
+    def __init__(self, tmp_path, network: Network | None = None, worker_timeout_secs: float = 3):
+        self.dir = tmp_path
+        self.network = network
+        data = tmp_path / "ids.csv"
+        data.write_text("".join(f"{i},{i % 2}\n" for i in range(RECORDS)))
+        if network is None:
+            ps, chief, w0, w1, service = (f"127.0.0.1:{port}" for port in free_ports(5))
+            listen = {}
+        else:
+            ps, chief, w0, w1 = (f"{network.addresses[task]}:2222" for task in TASKS)
+            service = f"{network.addresses['chief0']}:2223"
+            listen = {"ELASTIMATOR_SHARD_SERVICE_LISTEN": service}  # reached from the other namespaces
+        self.cluster = {"ps": [ps], "chief": [chief], "worker": [w0, w1]}
+        self.service = service
+        self.model_dir = str(tmp_path / "model")
+        self.env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", COUNT_DATA=str(data),
+                        COUNT_RECORDS=str(RECORDS), COUNT_MODEL_DIR=self.model_dir,
+                        ELASTIMATOR_SHARD_SERVICE=self.service, ELASTIMATOR_JOB_TOKEN=TOKEN,
+                        ELASTIMATOR_WORKER_TIMEOUT_SECS=str(worker_timeout_secs), **listen)
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.logs = []
+
+    def start(self, role: str, index: int = 0) -> None:
+        env = dict(self.env, TF_CONFIG=json.dumps({"cluster": self.cluster, "task": {"type": role, "index": index}}))
+        log = open(self.dir / f"{role}{index}-{len(self.logs)}.log", "w+")
+        self.logs.append(log)
+        cli = os.path.join(os.path.dirname(sys.executable), "elastimator")
+        command = [cli, "run", CONF, "--no-progress"]
+        if self.network is not None:
+            command = ["ip", "netns", "exec", self.network.namespaces[f"{role}{index}"], *command]
+        self.processes[f"{role}{index}"] = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+    def start_all(self) -> None:
+        for role, index in (("ps", 0), ("chief", 0), ("worker", 0), ("worker", 1)):
+            self.start(role, index)
+
+    def trained_records(self) -> int:
+        client = ShardClient(self.service, TOKEN, worker="observer", timeout_secs=5)
+        try:
+            return client.status("train_set")["trained_records"]
+        except ShardServiceError:
+            return 0
+        finally:
+            client.close()
+
+    def wait_for_progress(self, fraction: float, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while self.trained_records() < fraction * RECORDS * EPOCHS:
+            assert time.monotonic() < deadline, self.output()
+            for name, process in self.processes.items():
+                assert process.poll() is None, f"{name} exited early:\n{self.output()}"
+            time.sleep(0.2)
+
+    def kill(self, name: str) -> None:
+        self.processes[name].send_signal(signal.SIGKILL)
+        self.processes[name].wait()
+
+    def wait_all(self, timeout: float = 240) -> dict[str, int]:
+        deadline = time.monotonic() + timeout
+        try:
+            return {name: p.wait(timeout=max(1, deadline - time.monotonic())) for name, p in self.processes.items()}
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+    def output(self) -> str:
+        text = []
+        for log in self.logs:
+            log.seek(0)
+            text.append(f"--- {os.path.basename(log.name)}\n{log.read()[-2500:]}")
+        return "\n".join(text)
+
+    def counts(self) -> np.ndarray:
+        return tf.train.load_variable(tf.train.latest_checkpoint(self.model_dir), "counts")
+
+
+def check_counts(job: Job, failures: int) -> int:
+    counts = job.counts()
+    assert counts.min() >= EPOCHS, f"records lost: {np.flatnonzero(counts < EPOCHS)[:20]}\n{job.output()}"
+    replays = int(counts.sum() - EPOCHS * RECORDS)
+    assert replays <= failures * TRAINERS * BATCH, f"{replays} records replayed\n{job.output()}"
+    return replays
