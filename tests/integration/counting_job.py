@@ -82,7 +82,8 @@ class Job:
     """ps, chief and two workers of the counting job, each `elastimator run` in its own process: on loopback,
     or each in its own network namespace of `network`."""
 
-    def __init__(self, tmp_path, network: Network | None = None, worker_timeout_secs: float = 3):
+    def __init__(self, tmp_path, network: Network | None = None, worker_timeout_secs: float = 3,
+                 step_secs: float = 0.02):
         self.dir = tmp_path
         self.network = network
         data = tmp_path / "ids.csv"
@@ -100,7 +101,8 @@ class Job:
         self.env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", COUNT_DATA=str(data),
                         COUNT_RECORDS=str(RECORDS), COUNT_MODEL_DIR=self.model_dir,
                         ELASTIMATOR_SHARD_SERVICE=self.service, ELASTIMATOR_JOB_TOKEN=TOKEN,
-                        ELASTIMATOR_WORKER_TIMEOUT_SECS=str(worker_timeout_secs), **listen)
+                        ELASTIMATOR_WORKER_TIMEOUT_SECS=str(worker_timeout_secs), COUNT_STEP_SECS=str(step_secs),
+                        **listen)
         self.processes: dict[str, subprocess.Popen] = {}
         self.logs = []
 

@@ -2,6 +2,7 @@
 
 import logging
 import socket
+import time
 
 import pytest
 
@@ -52,3 +53,29 @@ def test_reachable_ps_returns_at_once():
         sessions.wait_for_tasks(config, "ps", timeout_secs=5)
     finally:
         held.close()
+
+
+def test_a_worker_the_job_finished_without_exits_and_one_still_training_does_not():
+    now = {"t": 100.0}
+    done = {"at": None}
+    hook = servers.StrandedWorkerExit(lambda: done["at"], idle_secs=60, clock=lambda: now["t"])
+    now["t"] += 300
+    assert not hook.stranded()  # idle, but the chief has not finished: waiting for the job is right
+    done["at"] = time.time() - 3600
+    assert not hook.stranded()  # a marker from before this worker started belongs to an earlier run
+    done["at"] = time.time() + 1
+    hook.after_run(None, None)
+    now["t"] += 30
+    assert not hook.stranded()  # the chief is done, but this worker still trains its last shards
+    now["t"] += 31
+    assert hook.stranded()
+
+    exits = []
+    watcher = servers.StrandedWorkerExit(lambda: done["at"], idle_secs=0, poll_secs=0.01, exit_process=exits.append)
+    watcher.begin()
+    for _ in range(3000):
+        if exits:
+            break
+        time.sleep(0.01)
+    watcher.end(None)
+    assert exits == [0]

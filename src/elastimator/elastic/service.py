@@ -273,6 +273,11 @@ METHODS = ("add_dataset", "request", "report", "bad_records", "release", "heartb
            "commit", "restore", "status", "open", "unheard")
 
 
+KEEPALIVE_MS = 10_000
+KEEPALIVE_OPTIONS = (("grpc.keepalive_time_ms", KEEPALIVE_MS), ("grpc.keepalive_timeout_ms", 5_000),
+                     ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0))
+"""Clients ping every 10 s and drop a connection that does not answer within 5 s; the server allows it."""
+
 BEST_EFFORT_METHODS = frozenset({"leave"})
 """Tried once, briefly: a process on its way out must not wait for a service that may be stopping too."""
 BEST_EFFORT_TIMEOUT_SECS = 5.0
@@ -297,7 +302,10 @@ class ShardServer:
                  reap_every_secs: float = 1.0):
         self.service = service
         self._host, self._port = host, port
-        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers))
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=[
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_MS // 2),
+            ("grpc.http2.max_ping_strikes", 0)])
         handlers = {
             method: grpc.unary_unary_rpc_method_handler(self._make_handler(method))
             for method in METHODS
@@ -379,9 +387,11 @@ class _GrpcTransport:
         self._metadata = ((TOKEN_HEADER, token),)
         # Reconnect quickly when the service comes back with a restarted chief (gRPC's default backoff grows
         # to minutes): a worker must hear of the rewind before the chief restores the model.
+        # Keepalive pings find a connection whose peer vanished while the network was cut (its closing never
+        # arrived): without them, every call waits on it until TCP gives up, some 15 minutes later.
         self._channel = grpc.insecure_channel(address, options=[
             ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.min_reconnect_backoff_ms", 200),
-            ("grpc.max_reconnect_backoff_ms", 1000)])
+            ("grpc.max_reconnect_backoff_ms", 1000), *KEEPALIVE_OPTIONS])
         self._calls = {m: self._channel.unary_unary(f"/{SERVICE}/{m}") for m in METHODS}
 
     def __call__(self, method: str, request: dict) -> dict:

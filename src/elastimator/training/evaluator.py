@@ -70,6 +70,15 @@ def training_done(model_dir: str) -> bool:
     return tf.io.gfile.exists(os.path.join(model_dir, DONE_MARKER))
 
 
+def training_done_at(model_dir: str) -> float | None:
+    """When the chief marked training done (wall time), or None: not marked, or a marker being replaced."""
+    try:
+        with tf.io.gfile.GFile(os.path.join(model_dir, DONE_MARKER)) as f:
+            return float(json.loads(f.read())["time"])
+    except (tf.errors.NotFoundError, ValueError, KeyError, TypeError):
+        return None
+
+
 def finalize(estimator, eval_spec: EvalSpec, last_round: RoundResult | None, checkpoint: str | None
              ) -> RoundResult | None:
     """Runs the final exports for a checkpoint that was evaluated before it was known to be the last."""

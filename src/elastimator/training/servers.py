@@ -5,12 +5,19 @@ when the job is over. Each ps task holds a small queue; the chief and every
 worker put a token in each ps queue when they finish training. A ps exits once
 it has the chief's token and either every worker's token or a grace period
 has passed (a worker that died will never send one).
+
+A worker that was cut off (network, a freeze) while the job ended would wait for
+those parameter servers forever; `StrandedWorkerExit` ends it instead.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
+import threading
 import time
+from typing import Callable
 
 import tensorflow as tf
 
@@ -96,3 +103,49 @@ def serve_until_done(server: tf.distribute.Server, config: RunConfig,
                     continue
                 workers_done += token == WORKER_TOKEN
     logger.info("ps %d: training is over; shutting down.", config.task_id)
+
+
+class StrandedWorkerExit(tf.compat.v1.train.SessionRunHook):
+    """Ends a worker that the job finished without: it exits 0 once the chief has marked training done (after
+    this worker started) and no step of this worker has finished for `idle_secs`.
+
+    Such a worker was cut off or frozen while the job ended, and is now stuck re-creating its session against
+    parameter servers that are gone (TensorFlow waits for them without end). Its part of the job is done: the
+    shard service gave its shards to others, and a worker keeps no state.
+
+    Args:
+        chief_done_at: The wall time the chief marked training done, or None while it has not.
+    """
+
+    def __init__(self, chief_done_at: Callable[[], float | None], idle_secs: float = 60.0, poll_secs: float = 2.0,
+                 exit_process: Callable[[int], None] = os._exit, clock: Callable[[], float] = time.monotonic):
+        self._chief_done_at, self._idle, self._poll = chief_done_at, idle_secs, poll_secs
+        self._exit, self._clock = exit_process, clock
+        self._started = time.time()
+        self._last_step = clock()
+        self._stop = threading.Event()
+
+    def begin(self):
+        threading.Thread(target=self._watch, name="stranded-worker-exit", daemon=True).start()
+
+    def after_run(self, run_context, run_values):
+        self._last_step = self._clock()
+
+    def end(self, session):
+        self._stop.set()
+
+    def stranded(self) -> bool:
+        """Whether the job ended (after this worker started) and this worker has trained nothing for a while."""
+        done_at = self._chief_done_at()
+        return done_at is not None and done_at >= self._started and self._clock() - self._last_step >= self._idle
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self._poll):
+            if self.stranded():
+                logger.warning("The chief finished training while this worker was cut off from the job, and it "
+                               "has trained nothing for %.0fs since; nothing is left for it to do: exiting.",
+                               self._idle)
+                for stream in (sys.stdout, sys.stderr):
+                    stream.flush()
+                self._exit(0)
+                return

@@ -83,7 +83,10 @@ def _run_trainer(estimator, train_spec: TrainSpec):
         evaluator.clear_training_done(estimator.model_dir)
     logger.info("%s %d: training against %d parameter server(s).", config.task_type, config.task_id,
                 config.num_ps_replicas)
-    estimator.train(train_spec.input_fn, hooks=train_spec.hooks, max_steps=train_spec.max_steps,
+    hooks = list(train_spec.hooks)
+    if not config.is_chief:
+        hooks.append(servers.StrandedWorkerExit(lambda: evaluator.training_done_at(estimator.model_dir)))
+    estimator.train(train_spec.input_fn, hooks=hooks, max_steps=train_spec.max_steps,
                     saving_listeners=train_spec.saving_listeners if config.is_chief else None)
     if config.is_chief:
         final = checkpoints.global_step_of(checkpoints.latest_checkpoint(estimator.model_dir))
