@@ -36,7 +36,7 @@ def _ip(*args: str) -> None:
 
 class Network:
     """One network namespace per task, all on one bridge in this namespace (which reaches every task), as if
-    each task ran on a host of its own. Root only; `faults(task)` cuts or degrades one task's link."""
+    each task ran on a host of its own. Root only; `set_link` cuts one task off."""
 
     def __init__(self):
         tag = os.getpid() % 10_000
@@ -45,10 +45,11 @@ class Network:
         self.namespaces = {task: f"elx{tag}-{task}" for task in TASKS}
         self.links = {task: (f"elxh{tag}{i}", f"elxp{tag}{i}") for i, task in enumerate(TASKS)}
         self.addresses = {task: f"{self.subnet}.{i + 1}" for i, task in enumerate(TASKS)}
+        self.bridge_address = f"{self.subnet}.254"
 
     def create(self) -> "Network":
         _ip("link", "add", self.bridge, "type", "bridge")
-        _ip("addr", "add", f"{self.subnet}.254/24", "dev", self.bridge)
+        _ip("addr", "add", f"{self.bridge_address}/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
         for task, namespace in self.namespaces.items():
             here, there = self.links[task]
@@ -72,18 +73,14 @@ class Network:
         """Cuts `task` off from every other task (and back)."""
         _ip("-n", self.namespaces[task], "link", "set", self.links[task][1], "up" if up else "down")
 
-    def degrade(self, task: str, netem: str) -> None:
-        """What `task` sends is delayed and lost as `netem` says (tc-netem(8)), e.g. "delay 200ms loss 5%"."""
-        subprocess.run(["ip", "netns", "exec", self.namespaces[task], "tc", "qdisc", "add", "dev",
-                        self.links[task][1], "root", "netem", *netem.split()], check=True, capture_output=True)
-
 
 class Job:
     """ps, chief and two workers of the counting job, each `elastimator run` in its own process: on loopback,
     or each in its own network namespace of `network`."""
 
     def __init__(self, tmp_path, network: Network | None = None, worker_timeout_secs: float = 3,
-                 step_secs: float = 0.02):
+                 step_secs: float = 0.02, ps_for_workers: str | None = None):
+        """`ps_for_workers`: the ps address the workers use instead of the ps's own (a proxy in between)."""
         self.dir = tmp_path
         self.network = network
         data = tmp_path / "ids.csv"
@@ -96,6 +93,7 @@ class Job:
             service = f"{network.addresses['chief0']}:2223"
             listen = {"ELASTIMATOR_SHARD_SERVICE_LISTEN": service}  # reached from the other namespaces
         self.cluster = {"ps": [ps], "chief": [chief], "worker": [w0, w1]}
+        self.ps_for_workers = ps_for_workers
         self.service = service
         self.model_dir = str(tmp_path / "model")
         self.env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2", COUNT_DATA=str(data),
@@ -107,7 +105,10 @@ class Job:
         self.logs = []
 
     def start(self, role: str, index: int = 0) -> None:
-        env = dict(self.env, TF_CONFIG=json.dumps({"cluster": self.cluster, "task": {"type": role, "index": index}}))
+        cluster = self.cluster
+        if role == "worker" and self.ps_for_workers is not None:
+            cluster = dict(cluster, ps=[self.ps_for_workers])
+        env = dict(self.env, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": role, "index": index}}))
         log = open(self.dir / f"{role}{index}-{len(self.logs)}.log", "w+")
         self.logs.append(log)
         cli = os.path.join(os.path.dirname(sys.executable), "elastimator")

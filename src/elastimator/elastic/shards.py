@@ -31,7 +31,6 @@ the shards that went to others, when it wakes.
 from __future__ import annotations
 
 import dataclasses
-import random
 from typing import Any
 
 from elastimator.elastic.permutation import Permutation
