@@ -8,6 +8,11 @@ checkpoint (and the checkpoint listeners seal the shard service's progress with 
 Then the signal takes its usual course: SIGINT raises `KeyboardInterrupt`, SIGTERM
 ends the process by SIGTERM. A second signal, or a save that takes longer than the
 grace time, does that at once.
+
+The grace time starts when the signal arrives, even while the main thread is
+inside a native call (a step waiting for a parameter server that is gone), where
+Python runs no signal handler until the call returns: the signal's wake-up byte
+(`signal.set_wakeup_fd`) arms the watchdog from another thread.
 """
 
 from __future__ import annotations
@@ -46,6 +51,11 @@ class StopOnSignalHook(tf.compat.v1.train.SessionRunHook):
         self._grace_secs = grace_secs
         self._previous: dict[int, object] = {}
         self._watchdog: threading.Timer | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self._wakeup: int | None = None
+        """The write end of the pipe the C-level signal handler writes each signal's number to."""
+        self._previous_wakeup = -1
         self.received: int | None = None
         """The signal that asked training to stop, if one did."""
 
@@ -54,6 +64,28 @@ class StopOnSignalHook(tf.compat.v1.train.SessionRunHook):
             return  # Signal handlers belong to the main thread; elsewhere signals keep their usual effect.
         for signum in SIGNALS:
             self._previous[signum] = signal.signal(signum, self._handle)
+        read, self._wakeup = os.pipe()
+        os.set_blocking(self._wakeup, False)
+        self._previous_wakeup = signal.set_wakeup_fd(self._wakeup, warn_on_full_buffer=False)
+        threading.Thread(target=self._listen, args=(read,), name="signal-wakeup", daemon=True).start()
+
+    def _listen(self, read: int) -> None:
+        """Arms the watchdog as soon as a signal arrives; ends when the write end closes."""
+        try:
+            while data := os.read(read, 64):
+                for signum in data:
+                    if signum in SIGNALS:
+                        self._arm(signum)
+        finally:
+            os.close(read)
+
+    def _arm(self, signum: int) -> None:
+        with self._lock:
+            if self._watchdog is not None or self._closed:
+                return
+            self._watchdog = threading.Timer(self._grace_secs, self._expire, args=(signum,))
+            self._watchdog.daemon = True
+            self._watchdog.start()
 
     def _handle(self, signum, frame):
         del frame
@@ -64,9 +96,7 @@ class StopOnSignalHook(tf.compat.v1.train.SessionRunHook):
         self.received = signum
         logger.warning("%s received: stopping after this step and saving a checkpoint (at most %.0fs; send it "
                        "again to stop at once).", signal.Signals(signum).name, self._grace_secs)
-        self._watchdog = threading.Timer(self._grace_secs, self._expire, args=(signum,))
-        self._watchdog.daemon = True
-        self._watchdog.start()
+        self._arm(signum)
 
     def _expire(self, signum: int) -> None:
         # This runs in the watchdog's thread, where signal handlers cannot be changed: end the process directly,
@@ -85,11 +115,17 @@ class StopOnSignalHook(tf.compat.v1.train.SessionRunHook):
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
         self._previous = {}
+        if self._wakeup is not None:
+            signal.set_wakeup_fd(self._previous_wakeup)
+            os.close(self._wakeup)  # the listening thread reads the end of the pipe and stops
+            self._wakeup = None
 
     def close(self) -> None:
         """Cancels the grace-time watchdog and puts the previous handlers back."""
-        if self._watchdog is not None:
-            self._watchdog.cancel()
+        with self._lock:
+            self._closed = True
+            if self._watchdog is not None:
+                self._watchdog.cancel()
         self._restore()
 
     def deliver(self) -> None:
