@@ -128,3 +128,13 @@ def test_a_one_replica_strategy_is_accepted_and_more_replicas_are_refused_with_w
 
     with pytest.raises(ConfigError, match="TwoReplicas with 2 replicas.*CUDA_VISIBLE_DEVICES=0"):
         RunConfig(eval_distribute=TwoReplicas())
+
+
+def test_tf_config_service_reaches_run_config_as_tf_estimator_passed_it():
+    """A TF_CONFIG with tf.estimator's "service" key was refused as unknown, and RunConfig.service never set."""
+    service = {"type": "dataset", "address": "localhost:5050"}
+    config = RunConfig(tf_config={"cluster": CLUSTER, "task": {"type": "chief", "index": 0}, "service": service})
+    assert config.service == service and config.is_chief
+    assert RunConfig(tf_config={"service": service}).service == service  # a local job too
+    with pytest.raises(ConfigError, match='"service" must be a JSON object'):
+        RunConfig(tf_config={"cluster": CLUSTER, "task": {"type": "chief", "index": 0}, "service": "x"})

@@ -44,13 +44,15 @@ def test_worker_waits_for_an_unreachable_ps_then_gives_up_clearly(caplog):
     assert any("Waiting for /job:ps/task:0" in r.message for r in caplog.records)
 
 
-def test_reachable_ps_returns_at_once():
+def test_reachable_ps_returns_at_once(caplog):
     held = _listening_socket()
     try:
         address = f"127.0.0.1:{held.getsockname()[1]}"
         config = est.RunConfig(tf_config={"cluster": {"ps": [address], "chief": ["127.0.0.1:2"]},
                                           "task": {"type": "chief", "index": 0}})
-        sessions.wait_for_tasks(config, "ps", timeout_secs=5)
+        with caplog.at_level(logging.INFO, logger="elastimator"):
+            sessions.wait_for_tasks(config, "ps", timeout_secs=5, log_every_secs=0)
+        assert not [r for r in caplog.records if "Waiting for" in r.message]  # found on the first look
     finally:
         held.close()
 

@@ -134,7 +134,7 @@ def parse_cluster(tf_config: Mapping[str, Any]) -> ClusterInfo:
     Raises:
         ConfigError: with the rule that was broken and how to fix it.
     """
-    unknown = set(tf_config) - {"cluster", "task", "environment", "rpc_layer", "session_master"}
+    unknown = set(tf_config) - {"cluster", "task", "environment", "rpc_layer", "session_master", "service"}
     if unknown:
         raise _tf_config_error(f"unknown top-level keys {sorted(unknown)}", tf_config)
     cluster = tf_config.get("cluster") or {}
@@ -149,11 +149,14 @@ def parse_cluster(tf_config: Mapping[str, Any]) -> ClusterInfo:
         if not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses):
             raise _tf_config_error(f'cluster["{job}"] must be a list of "host:port" strings', tf_config)
     service = tf_config.get("service")
+    if service is not None and not isinstance(service, dict):
+        raise _tf_config_error('"service" must be a JSON object (tf.estimator passes it on as RunConfig.service)',
+                               tf_config)
     task_type = task.get("type")
     if not cluster:
         if task_type not in (None, TaskType.WORKER, TaskType.CHIEF):
             raise _tf_config_error(f'task type {task_type!r} needs a "cluster"', tf_config)
-        return _LOCAL
+        return _LOCAL if service is None else dataclasses.replace(_LOCAL, service=service)
     if task_type is None:
         raise _tf_config_error('"cluster" is set but "task" has no "type"', tf_config)
     if task_type not in TaskType.ALL:
