@@ -50,7 +50,7 @@ def _in_flight(service: ShardService, shards: int, workers: int) -> None:
 def _listing_layout(service: ShardService) -> dict:
     """The book as seals before version 2 listed it: every TODO shard of the epoch and every DONE one."""
     dataset = service.book._datasets["train"]  # pylint: disable=protected-access
-    todo = [*dataset.returned, *(dataset.base_shard(p) for p in range(dataset.cursor, dataset.shards_per_epoch))]
+    todo = [*dataset.returned, *(dataset.base_shard(p) for p in range(dataset.cursor, dataset.spec.shards_per_epoch))]
     done = [Shard(i, 0, 0, RECORDS_PER_SHARD, consumed=RECORDS_PER_SHARD) for i in range(dataset.done_shards)]
     return {"datasets": {"train": {
         "spec": dataclasses.asdict(dataset.spec), "epoch": dataset.epoch, "next_id": dataset.next_id,

@@ -187,9 +187,11 @@ class Launcher:
         self._next_autoscale = 0.0
         self._pumps: dict[str, threading.Thread] = {}
         self._last_error: dict[str, str] = {}
-        self._run_thread: threading.Thread | None = None
-        self._pending_scale: int | None = None
         """Per task, the last `elastimator: error:` line it printed: what the launcher reports if it fails."""
+        self._run_thread: threading.Thread | None = None
+        """The thread running `run()`: the one in the job's network namespace, which starts every process."""
+        self._pending_scale: int | None = None
+        """A worker count `scale()` was asked for from another thread, for `run()`'s thread to carry out."""
 
     # --- public ------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from elastimator.data import reader as readers
+from elastimator.data.parsing import BAD_RECORDS_HINT
 from elastimator.elastic.service import ShardClient
 from elastimator.elastic.shards import (
     Assigned,
@@ -36,7 +37,6 @@ from elastimator.elastic.shards import (
     ShardBook,
     ShardServiceError,
 )
-from elastimator.data.parsing import BAD_RECORDS_HINT
 from elastimator.errors import ReaderError
 from elastimator.estimator import checkpoints
 from elastimator.estimator.calls import CONSUMED_COLLECTION, FINISHED_IN_CALL_COLLECTION

@@ -70,6 +70,10 @@ class DatasetSpec:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise ShardServiceError(f"data set {self.name!r}: seed must be an int; got {self.seed!r}.")
 
+    @property
+    def shards_per_epoch(self) -> int:
+        return -(-self.size // self.shard_size)
+
 
 @dataclasses.dataclass
 class Shard:
@@ -150,14 +154,10 @@ class _Dataset:
     _order: Permutation | None = dataclasses.field(default=None, compare=False, repr=False)
     _order_epoch: int = dataclasses.field(default=-1, compare=False, repr=False)
 
-    @property
-    def shards_per_epoch(self) -> int:
-        return -(-self.spec.size // self.spec.shard_size)
-
     def order(self) -> Permutation | None:
         """The current epoch's hand-out order: base shard indexes."""
         if self.spec.shuffle and self._order_epoch != self.epoch:
-            self._order = Permutation(self.shards_per_epoch, self.spec.seed * 1_000_003 + self.epoch)
+            self._order = Permutation(self.spec.shards_per_epoch, self.spec.seed * 1_000_003 + self.epoch)
             self._order_epoch = self.epoch
         return self._order if self.spec.shuffle else None
 
@@ -166,14 +166,14 @@ class _Dataset:
         order = self.order()
         index = order[position] if order is not None else position
         start = index * self.spec.shard_size
-        return Shard(self.epoch * self.shards_per_epoch + index, self.epoch, start,
+        return Shard(self.epoch * self.spec.shards_per_epoch + index, self.epoch, start,
                      min(self.spec.size, start + self.spec.shard_size))
 
     def next_todo(self) -> Shard | None:
         """Takes the next TODO shard (opening the next epoch when this one is all handed out), or None."""
         if self.returned:
             return self.returned.pop(0)
-        n = self.shards_per_epoch
+        n = self.spec.shards_per_epoch
         while self.cursor >= n:
             if n == 0 or self.epoch + 1 >= self.spec.epochs:
                 return None
@@ -184,7 +184,7 @@ class _Dataset:
         return shard
 
     def has_todo(self) -> bool:
-        n = self.shards_per_epoch
+        n = self.spec.shards_per_epoch
         return bool(self.returned) or self.cursor < n or (n > 0 and self.epoch + 1 < self.spec.epochs)
 
 
@@ -220,9 +220,8 @@ class ShardBook:
                 raise ShardServiceError(
                     f"data set {spec.name!r} is already registered as {existing.spec}; got a different {spec}.")
             return
-        n = -(-spec.size // spec.shard_size)
         self._datasets[spec.name] = _Dataset(spec=spec, epoch=0, cursor=0, returned=[], doing={},
-                                             next_id=spec.epochs * n)
+                                             next_id=spec.epochs * spec.shards_per_epoch)
 
     def _get(self, name: str) -> _Dataset:
         try:
@@ -417,7 +416,7 @@ class ShardBook:
         """Counts of shards and records by state, and the epoch being handed out."""
         dataset = self._get(name)
         records = lambda shards: sum(s.length - s.consumed for s in shards)  # noqa: E731
-        unopened = dataset.shards_per_epoch - dataset.cursor
+        unopened = dataset.spec.shards_per_epoch - dataset.cursor
         return {
             "epoch": dataset.epoch,
             "todo_shards": len(dataset.returned) + unopened,
@@ -484,13 +483,8 @@ def _legacy_dataset(d: dict) -> _Dataset:
     spec = DatasetSpec(**d["spec"])
     done = [Shard(**s) for s in d["done"]]
     doing = [Shard(**s) for s in d["doing"]]
-    dataset = _Dataset(spec=spec, epoch=max(int(d["epoch"]), 0), cursor=0, returned=[], doing={s.id: s for s in doing},
-                       next_id=0, done_shards=len(done), trained_records=sum(s.consumed for s in done + doing),
-                       handed_records=spec.size)
-    n = dataset.shards_per_epoch
-    dataset.cursor = n
-    dataset.next_id = max(int(d["next_id"]), spec.epochs * n)
-    for s in d["todo"]:
-        dataset.returned.append(Shard(dataset.next_id, int(s["epoch"]), int(s["start"]), int(s["end"])))
-        dataset.next_id += 1
-    return dataset
+    first_id = max(int(d["next_id"]), spec.epochs * spec.shards_per_epoch)
+    returned = [Shard(first_id + i, int(s["epoch"]), int(s["start"]), int(s["end"])) for i, s in enumerate(d["todo"])]
+    return _Dataset(spec=spec, epoch=max(int(d["epoch"]), 0), cursor=spec.shards_per_epoch, returned=returned,
+                    doing={s.id: s for s in doing}, next_id=first_id + len(returned), done_shards=len(done),
+                    trained_records=sum(s.consumed for s in done + doing), handed_records=spec.size)
