@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import sys
@@ -136,11 +137,14 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args) -> int:
+    from elastimator.estimator.run_config import LOCAL_JOB_TF_CONFIG
     from elastimator.job import data_report
     from elastimator.job.conf import load_conf
     from elastimator.job.executor import run_job
     from elastimator.job.inspect_dir import inspect_model_dir, metrics_rows, table
 
+    if "TF_CONFIG" not in os.environ:  # the conf's own code may read it, as under DLRover's trainer
+        os.environ["TF_CONFIG"] = json.dumps(LOCAL_JOB_TF_CONFIG)
     conf = load_conf(args.conf)
     overrides = {k: v for k, v in (("model_dir", args.model_dir), ("max_steps", args.max_steps)) if v is not None}
     conf = dataclasses.replace(conf, **overrides)

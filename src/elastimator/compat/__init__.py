@@ -7,6 +7,8 @@ After `install()`, these all resolve to elastimator:
 * `tf.keras.estimator.model_to_estimator` (tf-keras models and Keras 3 models);
 * the private modules libraries reached into, such as
   `from tensorflow.python.estimator.canned.head import _Head` (see `api.py` for the list);
+* DeepRec's embedding variables (`tf.get_embedding_variable`, `tf.EmbeddingVariableOption`,
+  `tf.feature_column.categorical_column_with_embedding`, ...; see `deeprec.py`);
 * DLRover's trainer paths confs import (`dlrover.trainer.tensorflow.util.column_info.Column`,
   `...reader.file_reader.FileReader`, `...reader.base_reader.ElasticReader`,
   `dlrover.trainer.util.log_util.default_logger`), when DLRover itself is not installed
@@ -30,7 +32,7 @@ import sys
 
 import tensorflow as tf
 
-from elastimator.compat import api, dlrover
+from elastimator.compat import api, deeprec, dlrover
 
 __all__ = ["install", "installed", "uninstall"]
 
@@ -114,6 +116,9 @@ def install() -> None:
         if "estimator" not in vars(owner):
             setattr(owner, "estimator", value)
             state.attributes.append((owner, "estimator", _ABSENT))
+    for owner, name, value in deeprec.attributes():
+        state.attributes.append((owner, name, vars(owner).get(name, _ABSENT)))
+        setattr(owner, name, value)
     for keras_module in keras_modules:  # tf-keras has a tf.keras.estimator of its own that needs tf.estimator
         state.attributes.append((keras_module, "estimator", vars(keras_module).get("estimator", _ABSENT)))
         setattr(keras_module, "estimator", keras_estimator)

@@ -22,11 +22,28 @@ import importlib.util
 import logging
 import types
 
-from elastimator.data.column import Column
+from elastimator.data.column import NO_DEFAULT
+from elastimator.data.column import Column as _Column
 from elastimator.data.file_reader import FileReader as _FileReader
 from elastimator.data.reader import ElasticReader as _ElasticReader
 
 ROOT = "dlrover"
+
+
+class Column(_Column):
+    """DLRover's `Column.create(name, dtype, is_sparse, is_label)`.
+
+    DLRover's trainer read every field of a record as one value (`decode_csv`); `is_sparse` was a
+    note on the column that nothing read. So here too each field is one value: a string column
+    marked sparse is a string per example, as the conf's model code expects. (elastimator's own
+    `Column(is_sparse=True)` is a `|`-separated list.)
+    """
+
+    @classmethod
+    def create(cls, name: str, dtype, is_label: bool = False, is_sparse: bool = False,
+               default=NO_DEFAULT) -> _Column:
+        del is_sparse  # read as one value per field, as DLRover read it
+        return _Column.create(name=name, dtype=dtype, is_label=is_label, default=default)
 
 
 class FileReader(_FileReader):

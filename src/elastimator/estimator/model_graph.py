@@ -11,6 +11,7 @@ from typing import Any, Callable
 import numpy as np
 import tensorflow as tf
 
+from elastimator.embedding import engine as embedding_engine
 from elastimator.estimator import calls, fused_updates, keras_traps, state_updates
 from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.estimator.run_config import RunConfig
@@ -86,7 +87,9 @@ def build(
         result = calls.call_input_fn(input_fn, mode, params or {}, config)
         features, labels, input_hooks = result.features, result.labels, result.hooks
     model_start = state_updates.last_op_id(graph)
-    with on_devices(), fused_updates.fused_sparse_adam(config.fuse_sparse_updates):
+    num_ps = config.num_ps_replicas if device_fn is not None and config.cluster.is_distributed else 0
+    with on_devices(), fused_updates.fused_sparse_adam(config.fuse_sparse_updates), \
+            embedding_engine.model_fn_scope(training=mode == ModeKeys.TRAIN, num_ps=num_ps):
         spec = calls.call_model_fn(model_fn, features, labels, mode, params, config)
     if mode == ModeKeys.TRAIN:
         input_ops = {op for op in graph.get_operations() if input_start < op._id <= model_start}  # pylint: disable=protected-access

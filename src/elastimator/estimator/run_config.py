@@ -128,6 +128,12 @@ def with_worker_slots(tf_config: dict[str, Any], slots_json: str) -> dict[str, A
     return dict(tf_config, cluster=dict(tf_config["cluster"], **{TaskType.WORKER: slots}))
 
 
+LOCAL_JOB_TF_CONFIG = {"cluster": {"ps": [], "worker": []}, "task": {"type": "chief", "index": 0}}
+"""What `elastimator run` puts in TF_CONFIG when it is unset: this one process is the chief; there are no
+parameter servers and no other workers. Confs written for DLRover's trainer (which always set TF_CONFIG) size
+their models from it, e.g. `len(TF_CONFIG["cluster"]["ps"])` partitions."""
+
+
 def parse_cluster(tf_config: Mapping[str, Any]) -> ClusterInfo:
     """Turns a `TF_CONFIG` dict into a `ClusterInfo`, checking every rule.
 
@@ -148,6 +154,7 @@ def parse_cluster(tf_config: Mapping[str, Any]) -> ClusterInfo:
             )
         if not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses):
             raise _tf_config_error(f'cluster["{job}"] must be a list of "host:port" strings', tf_config)
+    cluster = {job: addresses for job, addresses in cluster.items() if addresses}  # a role with no task is absent
     service = tf_config.get("service")
     if service is not None and not isinstance(service, dict):
         raise _tf_config_error('"service" must be a JSON object (tf.estimator passes it on as RunConfig.service)',
