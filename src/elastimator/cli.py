@@ -242,6 +242,19 @@ def _as_root_of_a_user_namespace() -> None:
     os.execvp("unshare", [*command, sys.executable, "-m", "elastimator.cli", *sys.argv[1:]])
 
 
+@contextlib.contextmanager
+def _tf_config_if_unset(tf_config: dict):
+    """TF_CONFIG is `tf_config` while open, unless it was set already."""
+    if "TF_CONFIG" in os.environ:
+        yield
+        return
+    os.environ["TF_CONFIG"] = json.dumps(tf_config)
+    try:
+        yield
+    finally:
+        os.environ.pop("TF_CONFIG", None)
+
+
 def _launch(args) -> int:
     import signal
 
@@ -252,7 +265,11 @@ def _launch(args) -> int:
     from elastimator.job.conf import load_conf
     from elastimator.job.inspect_dir import inspect_model_dir, job_rows, table
 
-    conf = load_conf(args.conf)  # a conf that fails to import is reported here, once, not by every process
+    # A conf that fails to import is reported here, once, not by every process. Its code may read TF_CONFIG as it
+    # is imported (DLRover's criteo_deeprec model does): it sees the job's shape, as the chief, ports not yet chosen.
+    shape = {"chief": ["localhost:0"], "ps": ["localhost:0"] * args.ps, "worker": ["localhost:0"] * args.workers}
+    with _tf_config_if_unset({"cluster": shape, "task": {"type": "chief", "index": 0}}):
+        conf = load_conf(args.conf)
     model_dir = args.model_dir or conf.model_dir
     if not model_dir:
         raise ConfError("launch needs a model_dir that every process shares: set it in the conf or pass "

@@ -128,3 +128,90 @@ def test_deepfm_conf_under_launch_with_a_parameter_server(tmp_path):
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     assert _latest_step(model_dir) == 100  # 200 records shared by chief and worker, batch 2
     assert (model_dir / "train_done.json").exists()
+
+
+# The criteo_deeprec example's own DeepFM (deepctr_models.py) computes its loss from labels of shape [batch] and
+# logits of shape [batch, 1]. Under DLRover the labels' static shape was unknown, so TensorFlow let it through and
+# broadcast the loss to [batch, batch]; with labels of a known shape TensorFlow refuses it (first test below). This
+# conf, written beside the example's unedited files, hands the same model code its labels as a column.
+_LABELS_AS_COLUMN_CONF = '''
+import tensorflow.compat.v1 as tf
+from deepctr_models import DeepFM
+from train_conf import TrainConf as ExampleConf
+
+
+class DeepFMWithColumnLabels(DeepFM):
+    def model_fn(self, features, labels, mode, params):
+        labels = None if labels is None else tf.reshape(labels, [-1, 1])
+        return super().model_fn(features, labels, mode, params)
+
+
+class TrainConf(ExampleConf):
+    classifier_class = DeepFMWithColumnLabels
+    train_set = dict(ExampleConf.train_set, epoch=2)
+'''
+
+# deepfm.py, beside it, builds its embeddings with categorical_column_with_embedding + embedding_column under a
+# partitioned variable scope; the example's conf names deepctr_models' DeepFM, so this conf names deepfm's.
+_FEATURE_COLUMN_CONF = '''
+from deepfm import DeepFM
+from train_conf import TrainConf as ExampleConf
+
+
+class TrainConf(ExampleConf):
+    classifier_class = DeepFM
+    train_set = dict(ExampleConf.train_set, epoch=2)
+'''
+
+
+def _criteo_values(work: Path, column: int) -> set[str]:
+    """The distinct non-empty values of field `column` of the example's training file."""
+    lines = (work / "data_kaggle_ad_ctr_train.csv").read_text().splitlines()
+    return {line.split(",")[column] for line in lines if line.split(",")[column]}
+
+
+def test_criteo_deeprec_conf_unedited_stops_at_its_label_shape_with_the_line_to_change(tmp_path):
+    work = _example("criteo_deeprec", tmp_path)
+    result = _elastimator(["run", "train_conf.py:TrainConf", "--no-progress", "--model-dir", str(tmp_path / "m")],
+                          cwd=work)
+    # Every embedding variable was made and looked up (78 of them) before the loss; the error names the line.
+    assert result.returncode != 0
+    assert re.search(r"`logits` and `labels` must have the same shape, received \(\(\?, 1\) vs \(\?,\)\)\. at "
+                     r".*deepctr_models\.py:\d+ in build_estimator", result.stderr), result.stderr[-3000:]
+
+
+def test_criteo_deeprec_model_code_trains_and_serves_embedding_variables(tmp_path):
+    work = _example("criteo_deeprec", tmp_path)
+    (work / "labels_as_column_conf.py").write_text(_LABELS_AS_COLUMN_CONF)
+    model_dir = tmp_path / "model"
+    result = _elastimator(["run", "labels_as_column_conf.py:TrainConf", "--no-progress", "--model-dir",
+                           str(model_dir)], cwd=work)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert re.search(r"^\s+auc\s+0\.\d+", result.stdout, flags=re.M), result.stdout
+    # Its lookup_embedding_func sized the partitions from TF_CONFIG's ps list, which `run` describes as empty.
+    inspected = _elastimator(["inspect", str(model_dir)], cwd=work)
+    ids = dict(re.findall(r"^\s+(C\d+_embedding_\d+|I\d+_embedding_\d+)\s+(\d+)$", inspected.stdout, flags=re.M))
+    assert len(ids) == 78, inspected.stdout  # 39 features, embedded twice (dimensions 1 and 8)
+    assert ids["C1_embedding_8"] == ids["C1_embedding_1"] and 1 <= int(ids["C1_embedding_8"]) <= 199
+    served = tf.saved_model.load(str(_only_export(model_dir))).signatures["serving_default"]
+    row = {f"I{i}": tf.constant([float(i)]) for i in range(1, 14)}
+    row.update({f"C{i}": tf.constant(["05db9164"]) for i in range(1, 27)})
+    probs = served(**row)["probs"].numpy()
+    assert probs.shape == (1,) and 0 <= probs[0] <= 1
+
+
+@pytest.mark.slow  # two parameter servers, a chief and two workers, each importing TensorFlow (about a minute)
+def test_criteo_deeprec_feature_columns_under_launch_with_two_parameter_servers(tmp_path):
+    work = _example("criteo_deeprec", tmp_path)
+    (work / "feature_column_conf.py").write_text(_FEATURE_COLUMN_CONF)
+    model_dir = tmp_path / "launched"
+    result = _elastimator(["launch", "feature_column_conf.py:TrainConf", "--ps", "2", "--workers", "2",
+                           "--model-dir", str(model_dir)], cwd=work)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    checkpoint = tf.train.latest_checkpoint(str(model_dir))
+    # fixed_size_partitioner(len(ps)) split each table in two; together the parts hold every C1 value trained,
+    # each once: the chief and the worker shared the data, and wrote into the same tables.
+    prefix = "input_layer/input_layer/C1_embedding/embedding_weights"
+    keys = [tf.train.load_variable(checkpoint, f"{prefix}/part_{p}/ids-keys") for p in (0, 1)]
+    assert all(len(k) for k in keys)
+    assert sorted(k.decode() for part in keys for k in part) == sorted(_criteo_values(work, 14))

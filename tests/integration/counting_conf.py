@@ -1,6 +1,8 @@
 """A job whose model only counts how many times it trained each record id (for the fault tests).
 
-COUNT_DATA names a file of "id,label" lines; COUNT_RECORDS their number.
+COUNT_DATA names a file of "id,label" lines; COUNT_RECORDS their number. With COUNT_EMBEDDING_ID_SCALE set, each
+step also trains the rows of its ids in an embedding variable (keyed by id * scale, two partitions), so a test can
+check that no id is lost.
 """
 
 import os
@@ -9,9 +11,16 @@ import time
 import tensorflow as tf
 
 from elastimator import Column, EstimatorSpec, FileReader, ModeKeys
+from elastimator import embedding
 
 RECORDS = int(os.environ["COUNT_RECORDS"])
 STEP_SECS = float(os.environ.get("COUNT_STEP_SECS", "0.02"))
+
+
+def _train_embedding(ids, scale: int) -> tf.Operation:
+    table = embedding.get_embedding_variable("ids", 2, partitioner=tf.compat.v1.fixed_size_partitioner(2))
+    rows = tf.nn.embedding_lookup(table, tf.cast(ids, tf.int64) * scale)
+    return tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_mean(tf.square(rows - 1.0)))
 
 
 def counting_model_fn(features, labels, mode):
@@ -24,7 +33,9 @@ def counting_model_fn(features, labels, mode):
     pause = tf.py_function(lambda: time.sleep(STEP_SECS) or 0.0, [], tf.float32)
     with tf.control_dependencies([pause]):
         seen = tf.compat.v1.scatter_add(counts, ids, tf.ones_like(ids, tf.float32))
-    with tf.control_dependencies([seen]):
+    scale = os.environ.get("COUNT_EMBEDDING_ID_SCALE")
+    updates = [seen, _train_embedding(ids, int(scale))] if scale else [seen]
+    with tf.control_dependencies(updates):
         train_op = tf.compat.v1.assign_add(tf.compat.v1.train.get_global_step(), 1)
     loss = tf.reduce_mean(tf.cast(labels, tf.float32))
     return EstimatorSpec(mode, loss=loss, train_op=train_op)

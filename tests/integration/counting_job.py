@@ -23,6 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CONF = os.path.join(ROOT, "tests", "integration", "counting_conf.py") + ":CountingConf"
 RECORDS, EPOCHS, BATCH, TRAINERS = 2000, 2, 10, 3
 TOKEN = "fault-test-token"
+ID_SCALE = 1_000_003
+"""Embedding jobs key record i's row by i * ID_SCALE: raw ids far beyond any table size."""
 
 
 TASKS = ("ps0", "chief0", "worker0", "worker1")
@@ -79,7 +81,7 @@ class Job:
     or each in its own network namespace of `network`."""
 
     def __init__(self, tmp_path, network: Network | None = None, worker_timeout_secs: float = 3,
-                 step_secs: float = 0.02, ps_for_workers: str | None = None):
+                 step_secs: float = 0.02, ps_for_workers: str | None = None, embedding: bool = False):
         """`ps_for_workers`: the ps address the workers use instead of the ps's own (a proxy in between)."""
         self.dir = tmp_path
         self.network = network
@@ -100,7 +102,7 @@ class Job:
                         COUNT_RECORDS=str(RECORDS), COUNT_MODEL_DIR=self.model_dir,
                         ELASTIMATOR_SHARD_SERVICE=self.service, ELASTIMATOR_JOB_TOKEN=TOKEN,
                         ELASTIMATOR_WORKER_TIMEOUT_SECS=str(worker_timeout_secs), COUNT_STEP_SECS=str(step_secs),
-                        **listen)
+                        **listen, **({"COUNT_EMBEDDING_ID_SCALE": str(ID_SCALE)} if embedding else {}))
         self.processes: dict[str, subprocess.Popen] = {}
         self.logs = []
 
@@ -164,6 +166,11 @@ class Job:
 
     def counts(self) -> np.ndarray:
         return tf.train.load_variable(tf.train.latest_checkpoint(self.model_dir), "counts")
+
+    def embedding_ids(self) -> set[int]:
+        """The ids the final checkpoint's embedding variable has a row for (COUNT_EMBEDDING jobs)."""
+        checkpoint = tf.train.latest_checkpoint(self.model_dir)
+        return {int(k) for part in (0, 1) for k in tf.train.load_variable(checkpoint, f"ids/part_{part}/ids-keys")}
 
 
 def check_counts(job: Job, failures: int) -> int:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.integration.counting_job import BATCH, Job, check_counts
+from tests.integration.counting_job import BATCH, ID_SCALE, RECORDS, Job, check_counts
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -45,6 +45,25 @@ def test_a_killed_and_restarted_task(job, role):
     assert codes == {"ps0": 0, "chief0": 0, "worker0": 0, "worker1": 0}, job.output()
     replays = check_counts(job, failures=1)
     print(f"{role} killed and restarted: {replays} record(s) replayed")
+
+
+def test_a_killed_and_restarted_ps_loses_no_embedding_id(tmp_path):
+    """The ps holds an embedding variable's tables; killed, it comes back from the checkpoint with every id it had,
+    and the ids trained since are trained again (their shards replayed), so the final table has them all."""
+    job = Job(tmp_path, embedding=True)
+    try:
+        job.start_all()
+        job.wait_for_progress(0.3)
+        job.kill("ps0")
+        job.start("ps", 0)
+        codes = job.wait_all()
+        assert codes == {"ps0": 0, "chief0": 0, "worker0": 0, "worker1": 0}, job.output()
+        check_counts(job, failures=1)
+        assert job.embedding_ids() == {i * ID_SCALE for i in range(RECORDS)}
+    finally:
+        job.stop()
+        for log in job.logs:
+            log.close()
 
 
 def test_a_frozen_worker_replays_at_most_the_batch_it_was_frozen_in(job):

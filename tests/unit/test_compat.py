@@ -77,7 +77,10 @@ def test_dlrover_trainer_paths_resolve_when_dlrover_is_not_installed(installed, 
     from dlrover.trainer.tensorflow.util.column_info import Column  # pylint: disable=import-outside-toplevel
     from dlrover.trainer.util.log_util import default_logger  # pylint: disable=import-outside-toplevel
 
-    assert Column is elastimator.Column and issubclass(ElasticReader, elastimator.ElasticReader)
+    assert issubclass(Column, elastimator.Column) and issubclass(ElasticReader, elastimator.ElasticReader)
+    # is_sparse was a note DLRover's parser never read: the field is one value, as there.
+    c1 = Column.create(name="C1", dtype="string", is_sparse=True, is_label=False)
+    assert type(c1) is elastimator.Column and c1 == elastimator.Column.create("C1", "string")
     (tmp_path / "a.csv").write_text("x,y\n1,2\n")
     reader = FileReader(str(tmp_path / "a.csv"), 1, 64)  # DLRover's positional (file, num_epochs, batch_size)
     assert isinstance(reader, elastimator.FileReader) and reader.skip_header is None

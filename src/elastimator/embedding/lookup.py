@@ -122,7 +122,8 @@ def distinct_lookup(variable: EmbeddingVariable, flat_ids: tf.Tensor, max_norm=N
     training = build.training
     rows, admitted = _distinct_rows(variable, keys, counts, training)
     rows = tf.identity(rows, name="rows")
-    if training and variable.trainable:
+    # Trainable in every mode, as a variable is: model_fns build their train_op in EVAL mode too.
+    if variable.trainable:
         _trained.setdefault(rows.graph, {})[rows.ref()] = TrainedLookup(variable=variable, keys=keys,
                                                                         admitted=admitted)
         tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES, rows)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 import weakref
 from typing import Any, Callable
 
@@ -164,6 +165,19 @@ class EmbeddingVariable:
     def __repr__(self) -> str:
         return (f"<EmbeddingVariable {self.name!r} dim={self.embedding_dim} key_dtype={self.key_dtype.name} "
                 f"partitions={len(self.partitions)}>")
+
+
+_IDS_KEY = re.compile(r"^(?P<name>.+)/part_\d+/ids-keys$")
+
+
+def ids_in_checkpoint(checkpoint: str) -> dict[str, int]:
+    """How many ids each embedding variable saved in `checkpoint` has a row for (summed over partitions)."""
+    counts: dict[str, int] = {}
+    for key, shape in tf.train.list_variables(checkpoint):
+        match = _IDS_KEY.match(key)
+        if match:
+            counts[match["name"]] = counts.get(match["name"], 0) + int(shape[0])
+    return counts
 
 
 def embedding_variables(graph: tf.Graph | None = None) -> list[EmbeddingVariable]:

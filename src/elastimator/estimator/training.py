@@ -7,6 +7,7 @@ from typing import Callable, Sequence
 
 import tensorflow as tf
 
+from elastimator.embedding import eviction as embedding_eviction
 from elastimator.errors import ConfigError
 from elastimator.estimator import calls, checkpoints, interrupt, model_graph, multi_step, sessions
 from elastimator.estimator import hooks as engine_hooks
@@ -49,7 +50,8 @@ def _default_hooks(graph: model_graph.ModelGraph, scaffold, config, model_dir, s
             save_secs=config.save_checkpoints_secs,
             save_steps=config.save_checkpoints_steps,
             scaffold=scaffold,
-            listeners=list(saving_listeners),
+            # Eviction first: the user's listeners see the checkpoint that is saved.
+            listeners=embedding_eviction.eviction_listeners(tf.compat.v1.get_default_graph()) + list(saving_listeners),
             save_graph_def=config.checkpoint_save_graph_def,
         ))
     elif saving_listeners:

@@ -11,6 +11,7 @@ from typing import Mapping
 import numpy as np
 import tensorflow as tf
 
+from elastimator.embedding.variable import ids_in_checkpoint
 from elastimator.errors import ModelDirError
 from elastimator.estimator import checkpoints
 from elastimator.job import data_report
@@ -27,6 +28,8 @@ class ModelDirSummary:
     training_done: dict | None
     data_sets: dict[str, dict] = dataclasses.field(default_factory=dict)
     """Per data set, added up over processes: bad records skipped, empty fields filled (job/data_report.py)."""
+    embedding_ids: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Per embedding variable, the ids the latest checkpoint holds a row for."""
 
 
 def inspect_model_dir(model_dir: str) -> ModelDirSummary:
@@ -46,8 +49,9 @@ def inspect_model_dir(model_dir: str) -> ModelDirSummary:
     exports = {os.path.basename(d): exports_in(d) for d in sorted(glob.glob(os.path.join(model_dir, "export", "*")))}
     done_path = os.path.join(model_dir, "train_done.json")
     done = json.load(open(done_path)) if os.path.exists(done_path) else None
+    ids = ids_in_checkpoint(found[-1][1]) if found else {}
     return ModelDirSummary(model_dir, found, evaluations, {k: v for k, v in exports.items() if v}, done,
-                           data_report.read(model_dir))
+                           data_report.read(model_dir), ids)
 
 
 def table(rows: list[tuple[str, str]]) -> str:
@@ -96,6 +100,9 @@ def render(summary: ModelDirSummary) -> str:
         lines.append(f"exports '{name}' ({len(paths)}): newest {paths[-1]}")
     if not summary.exports:
         lines.append("exports: none")
+    if summary.embedding_ids:
+        lines.append("embedding variables (ids with a row, latest checkpoint):")
+        lines.append(table([(name, str(n)) for name, n in sorted(summary.embedding_ids.items())]))
     if summary.data_sets:
         lines.append("data (all processes, last run of each):")
         lines.append(table(data_report.rows(summary.data_sets)))
