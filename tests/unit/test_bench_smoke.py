@@ -80,3 +80,15 @@ def test_shard_seals_benchmark_writes_its_results(tmp_path, monkeypatch):
     assert large["seal_bytes"] < 2 * small["seal_bytes"]  # sizes, not times: a seal does not grow with the data
     assert (tmp_path / "shard_seals.md").exists()
     sys.modules.pop("shard_seals", None)
+
+
+def test_embedding_variables_benchmark_writes_its_results(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
+    import embedding_variables
+
+    result = embedding_variables.main(["--steps", "4", "--warmup", "2", "--runs", "1", "--batch-size", "16",
+                                       "--optimizers", "adagrad", "--growth", "1000", "3000", "--out", str(tmp_path)])
+    assert set(result["ratios"]) == {"adagrad"}
+    assert [row["ids"] for row in result["growth"]] == [1000, 3000]  # every new id got a row of its own
+    assert (tmp_path / "embedding_variables.md").exists()
+    sys.modules.pop("embedding_variables", None)
