@@ -117,6 +117,21 @@ def test_rows_move_as_the_optimizers_own_kernels_move_a_dense_table(optimizer):
     np.testing.assert_allclose(ours, theirs, rtol=2e-5, atol=2e-6)
 
 
+def test_several_steps_per_session_call_train_the_same_rows_as_one(tmp_path):
+    ids = np.arange(60, dtype=np.int64) * 7_919
+    targets = np.linspace(-1, 1, 60)
+    rows = []
+    for steps in (1, 4):
+        estimator = est.Estimator(_model_fn, model_dir=str(tmp_path / f"steps{steps}"), params={},
+                                  config=est.RunConfig(tf_random_seed=1, steps_per_execution=steps,
+                                                       log_step_count_steps=None, save_summary_steps=None))
+        estimator.train(_input(ids, targets, epochs=4, batch=12))
+        rows.append(_saved_ids(estimator))
+    assert sorted(rows[0]) == sorted(rows[1]) == sorted(ids.tolist())
+    for key, row in rows[0].items():
+        np.testing.assert_allclose(rows[1][key], row, rtol=1e-6)
+
+
 def test_a_counter_filter_admits_an_id_on_its_third_occurrence(tmp_path):
     option = emb.EmbeddingVariableOption(filter_option=emb.CounterFilter(filter_freq=3),
                                          init_option=emb.InitializerOption(default_value_no_permission=0.0))

@@ -3,6 +3,7 @@
 import inspect
 
 import elastimator
+import elastimator.embedding
 import elastimator.experimental
 import elastimator.export
 import elastimator.inputs
@@ -14,7 +15,7 @@ TENSORFLOWS_OWN = {"VocabInfo"}  # tf.estimator.VocabInfo was tf.compat.v1.train
 
 
 def test_every_public_name_imports_and_is_elastimators_own():
-    for module in (elastimator, elastimator.experimental, elastimator.export, elastimator.inputs, elastimator.premade,
+    for module in (elastimator, elastimator.embedding, elastimator.experimental, elastimator.export, elastimator.inputs, elastimator.premade,
                    elastimator.keras):
         for name in module.__all__:
             value = getattr(module, name)
@@ -28,7 +29,7 @@ def test_public_names_are_exactly_the_curated_list():
     assert sorted(elastimator.__all__) == sorted([
         "BaselineClassifier", "BaselineEstimator", "BaselineRegressor", "BinaryClassHead", "DNNClassifier",
         "DNNEstimator", "DNNLinearCombinedClassifier", "DNNLinearCombinedEstimator", "DNNLinearCombinedRegressor",
-        "DNNRegressor", "DeepFMClassifier", "Head", "HeadError", "LinearClassifier", "LinearEstimator",
+        "DNNRegressor", "DeepFMClassifier", "embedding", "Head", "HeadError", "LinearClassifier", "LinearEstimator",
         "LinearRegressor", "MultiClassHead", "MultiLabelHead", "RegressionHead", "premade",
         "AllOf", "AnyOf", "BestExporter", "CheckpointError", "ClusterError", "Column", "ConfError", "ConfigError",
         "ElasticReader", "ElastimatorError", "Estimator", "EstimatorSpec", "EvalPolicy", "EvalSpec",

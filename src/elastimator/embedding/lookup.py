@@ -9,6 +9,7 @@ A lookup made for evaluation or serving changes nothing and returns an unknown i
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import weakref
 
 import tensorflow as tf
@@ -209,8 +210,6 @@ def _register_dispatch() -> None:
 
 def _adapt(function, api):
     """`function` under `api`'s parameter names (v1 and v2 spell some differently)."""
-    import inspect  # pylint: disable=import-outside-toplevel
-
     ours = set(inspect.signature(function).parameters)
 
     def dispatched(*args, **kwargs):

@@ -154,11 +154,11 @@ def apply_rows(optimizer, grad, lookup: TrainedLookup) -> tf.Operation:
 
 def _apply_gradients(optimizer, grads_and_vars, global_step=None, name=None, **kwargs):
     """`Optimizer.apply_gradients`, with embedding rows updated by `apply_rows` (see the module doc)."""
-    pairs = tuple(grads_and_vars)
-    ours = [(grad, trained_lookup(v)) for grad, v in pairs if trained_lookup(v) is not None]
+    pairs = [(grad, v, trained_lookup(v)) for grad, v in grads_and_vars]
+    ours = [(grad, lookup) for grad, _, lookup in pairs if lookup is not None]
+    rest = [(grad, v) for grad, v, lookup in pairs if lookup is None]
     if not ours:
-        return _original_apply(optimizer, pairs, global_step=global_step, name=name, **kwargs)
-    rest = [(grad, v) for grad, v in pairs if trained_lookup(v) is None]
+        return _original_apply(optimizer, rest, global_step=global_step, name=name, **kwargs)
     with tf.name_scope(name or f"{optimizer.get_name()}_embedding"):
         updates = [apply_rows(optimizer, grad, lookup) for grad, lookup in ours if grad is not None]
     with tf.control_dependencies(updates):

@@ -19,11 +19,12 @@ initializer once and saved with the model; a served model returns that row for a
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import re
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 
@@ -63,33 +64,18 @@ class Partition:
         return [t for t in (self.ids, self.seen, *self.slots.values()) if t is not None]
 
 
-class _NoDevice:
-    def __enter__(self):
-        return None
+@contextlib.contextmanager
+def _on_device(device: str | None) -> Iterator[None]:
+    """Ops made inside go to `device` (nowhere in particular when None).
 
-    def __exit__(self, *exc):
-        return False
-
-
-class _Placed:
-    """`tf.device(None)` then the partition's device: the engine's replica device setter would otherwise move
-    each table to a parameter server of its own choosing, splitting a partition over several."""
-
-    def __init__(self, device: str):
-        self._scopes = (tf.compat.v1.get_default_graph().device(None), tf.compat.v1.device(device))
-
-    def __enter__(self):
-        for scope in self._scopes:
-            scope.__enter__()
-
-    def __exit__(self, *exc):
-        for scope in reversed(self._scopes):
-            scope.__exit__(*exc)
-        return False
-
-
-def _on_device(device: str | None):
-    return _Placed(device) if device else _NoDevice()
+    `device(None)` first: the engine's replica device setter would otherwise send each table to a parameter
+    server of its own choosing, splitting one partition over several.
+    """
+    if not device:
+        yield
+        return
+    with tf.compat.v1.get_default_graph().device(None), tf.compat.v1.device(device):
+        yield
 
 
 class EmbeddingVariable:
@@ -268,6 +254,10 @@ def get_embedding_variable(name: str, embedding_dim: int, key_dtype=tf.int64, va
     if scope.reuse is True:  # AUTO_REUSE makes what is missing; True only reuses, as get_variable does
         raise ConfigError(f"Embedding variable {full_name!r} does not exist, and its variable scope has reuse=True. "
                           "Make it first, or use reuse=tf.compat.v1.AUTO_REUSE.")
+    storage = option.storage_option.storage_type
+    if storage is not None and "DRAM" not in str(storage).upper():
+        _log.info("Embedding variable %r: storage_type %s is DeepRec's; elastimator keeps the table in memory.",
+                  full_name, storage)
     chosen = option.init_option.initializer or initializer or scope.initializer
     if chosen is None:
         chosen = tf.compat.v1.glorot_uniform_initializer()
