@@ -215,3 +215,8 @@ def test_criteo_deeprec_feature_columns_under_launch_with_two_parameter_servers(
     keys = [tf.train.load_variable(checkpoint, f"{prefix}/part_{p}/ids-keys") for p in (0, 1)]
     assert all(len(k) for k in keys)
     assert sorted(k.decode() for part in keys for k in part) == sorted(_criteo_values(work, 14))
+    # Partition i's table lives on ps i.
+    graph = (model_dir / "graph.pbtxt").read_text()
+    table = rf'name: "{prefix}/part_(\d)/ids"\n\s+op: "MutableHashTableOfTensorsV2"\n\s+device: "([^"]+)"'
+    placed = re.findall(table, graph)
+    assert sorted(placed) == [("0", "/job:ps/task:0"), ("1", "/job:ps/task:1")]
