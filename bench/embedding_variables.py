@@ -88,7 +88,8 @@ def _train(variant: str, optimizer: str, batch: int, steps: int, warmup: int) ->
                                                        save_checkpoints_steps=None, save_summary_steps=None,
                                                        log_step_count_steps=None))
         estimator.train(input_fn, hooks=[timer])
-    return {"examples_per_s": timer.rate(batch), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"examples_per_s": timer.rate(batch), "peak_rss_mb": peak_mb}
 
 
 def _rss_mb() -> float:
@@ -187,9 +188,11 @@ def main(argv=None) -> dict:
                      f"{median[key]['peak_rss_mb']:,.0f} | {_rates(values)} |")
     lines += ["", "| optimizer | hash-bucket throughput / embedding-variable throughput | embedding-variable memory / "
               "hash-bucket memory |", "|---|---|---|"]
-    lines += [f"| {o} | {r['throughput_hash_over_ev']:.2f}x | {r['memory_ev_over_hash']:.2f}x |" for o, r in ratios.items()]
+    lines += [f"| {o} | {r['throughput_hash_over_ev']:.2f}x | {r['memory_ev_over_hash']:.2f}x |"
+              for o, r in ratios.items()]
     lines += ["", "## Growth of one table (dimension 8, Adagrad), 100,000 new ids per step\n",
-              "| ids | RSS above the empty table | bytes per id | ms per 100k new ids | a dense table + slot of that many rows |",
+              "| ids | RSS above the empty table | bytes per id | ms per 100k new ids "
+              "| a dense table + slot of that many rows |",
               "|---|---|---|---|---|"]
     lines += [f"| {g['ids']:,} | {g['rss_above_empty_mb']:,.1f} MB | {g['bytes_per_id']:.0f} | "
               f"{g['ms_per_100k_new_ids']:.0f} | {g['dense_table_mb']:,.1f} MB |" for g in growth]

@@ -50,7 +50,8 @@ def _saved_ids(estimator, variable="user"):
     names = {n for n, _ in tf.train.list_variables(estimator.latest_checkpoint())}
     part = 0
     while f"{variable}/part_{part}/ids-keys" in names:
-        keys, values = _saved(estimator, f"{variable}/part_{part}/ids-keys"), _saved(estimator, f"{variable}/part_{part}/ids-values")
+        prefix = f"{variable}/part_{part}/ids"
+        keys, values = _saved(estimator, f"{prefix}-keys"), _saved(estimator, f"{prefix}-values")
         rows.update({k.decode() if isinstance(k, bytes) else int(k): v for k, v in zip(keys, values)})
         part += 1
     return rows
@@ -83,7 +84,8 @@ def _dense_twin(optimizer, ids_per_step, targets_per_step):
             rows = tf.compat.v1.placeholder(tf.int64, [None])
             target = tf.compat.v1.placeholder(tf.float32, [None])
             table = emb.get_embedding_variable("table", DIM, initializer=tf.compat.v1.constant_initializer(0.3))
-            dense = tf.compat.v1.get_variable("dense", [len(keys), DIM], initializer=tf.compat.v1.constant_initializer(0.3))
+            dense = tf.compat.v1.get_variable("dense", [len(keys), DIM],
+                                              initializer=tf.compat.v1.constant_initializer(0.3))
             weights = tf.constant([1.0, -2.0, 0.5, 3.0])
 
             def loss_of(vectors):
