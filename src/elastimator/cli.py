@@ -143,8 +143,7 @@ def _run(args) -> int:
     from elastimator.job.executor import run_job
     from elastimator.job.inspect_dir import inspect_model_dir, metrics_rows, table
 
-    if "TF_CONFIG" not in os.environ:  # the conf's own code may read it, as under DLRover's trainer
-        os.environ["TF_CONFIG"] = json.dumps(LOCAL_JOB_TF_CONFIG)
+    os.environ.setdefault("TF_CONFIG", json.dumps(LOCAL_JOB_TF_CONFIG))  # the conf's code may read it (DLRover's did)
     conf = load_conf(args.conf)
     overrides = {k: v for k, v in (("model_dir", args.model_dir), ("max_steps", args.max_steps)) if v is not None}
     conf = dataclasses.replace(conf, **overrides)

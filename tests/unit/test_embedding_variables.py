@@ -44,17 +44,18 @@ def _saved(estimator, name):
     return tf.train.load_variable(estimator.latest_checkpoint(), name)
 
 
-def _saved_ids(estimator, variable="user"):
-    """{id: row} over every partition of `variable` in the newest checkpoint."""
-    rows = {}
+def _saved_ids(estimator, variable="user", table="ids"):
+    """{id: value} of `table` ("ids": rows, "seen", or a slot such as "Adagrad/accumulator") over every
+    partition of `variable` in the newest checkpoint."""
+    values = {}
     names = {n for n, _ in tf.train.list_variables(estimator.latest_checkpoint())}
     part = 0
-    while f"{variable}/part_{part}/ids-keys" in names:
-        prefix = f"{variable}/part_{part}/ids"
-        keys, values = _saved(estimator, f"{prefix}-keys"), _saved(estimator, f"{prefix}-values")
-        rows.update({k.decode() if isinstance(k, bytes) else int(k): v for k, v in zip(keys, values)})
+    while f"{variable}/part_{part}/{table}-keys" in names:
+        prefix = f"{variable}/part_{part}/{table}"
+        keys, found = _saved(estimator, f"{prefix}-keys"), _saved(estimator, f"{prefix}-values")
+        values.update({k.decode() if isinstance(k, bytes) else int(k): v for k, v in zip(keys, found)})
         part += 1
-    return rows
+    return values
 
 
 def test_every_id_gets_a_row_of_its_own_where_a_hash_bucket_would_share_one(tmp_path):
@@ -140,13 +141,8 @@ def test_a_counter_filter_admits_an_id_on_its_third_occurrence(tmp_path):
     estimator = _estimator(tmp_path, option=option, optimizer=lambda: tf.compat.v1.train.GradientDescentOptimizer(0.1))
     # id 5 occurs twice, id 6 three times and id 7 four times, over two steps.
     estimator.train(_input([5, 6, 7, 7, 5, 6, 6, 7, 7], [1.0] * 9, batch=4))
-    rows = _saved_ids(estimator)
-    assert sorted(rows) == [6, 7]
-    assert sorted(_saved_ids(estimator, "user")) == [6, 7]
-    occurrences = {int(k): v for k, v in zip(_saved(estimator, "user/part_0/seen-keys"),
-                                              _saved(estimator, "user/part_0/seen-values"))}
-    occurrences.update({int(k): v for k, v in zip(_saved(estimator, "user/part_1/seen-keys"),
-                                                   _saved(estimator, "user/part_1/seen-values"))})
+    assert sorted(_saved_ids(estimator)) == [6, 7]
+    occurrences = _saved_ids(estimator, table="seen")
     assert {k: int(v[0]) for k, v in occurrences.items()} == {5: 2, 6: 3, 7: 4}
 
 
@@ -157,9 +153,7 @@ def test_ids_not_seen_for_steps_to_live_are_evicted_before_the_checkpoint(tmp_pa
     ids = [1, 2, 3, 4] * 2 + [1, 2, 1, 2] * 6
     estimator.train(_input(ids, [0.5] * len(ids), batch=4))
     assert sorted(_saved_ids(estimator)) == [1, 2]
-    slots = _saved(estimator, "user/part_1/Adagrad/accumulator-keys").tolist() + \
-        _saved(estimator, "user/part_0/Adagrad/accumulator-keys").tolist()
-    assert sorted(slots) == [1, 2]  # their optimizer slots went with them
+    assert sorted(_saved_ids(estimator, table="Adagrad/accumulator")) == [1, 2]  # their optimizer slots went too
 
 
 def test_training_resumed_from_a_checkpoint_moves_exactly_as_training_straight_through(tmp_path):

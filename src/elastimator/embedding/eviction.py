@@ -31,7 +31,8 @@ class EvictionListener(tf.compat.v1.train.CheckpointSaverListener):
     """Evicts stale ids of every embedding variable with a `GlobalStepEvict` before each checkpoint."""
 
     def __init__(self, variables: list[EmbeddingVariable]):
-        self._variables = [v for v in variables if v.option.steps_to_live is not None]
+        self.variables = [v for v in variables if v.option.steps_to_live is not None]
+        """The variables it evicts from: those of `variables` with a GlobalStepEvict."""
         self._step = None
         self._evicted: dict[str, tf.Tensor] = {}
 
@@ -40,7 +41,7 @@ class EvictionListener(tf.compat.v1.train.CheckpointSaverListener):
         self._step = tf.compat.v1.placeholder(tf.int64, [], name="embedding_eviction_step")
         with tf.name_scope("embedding_eviction"):
             self._evicted = {v.name: tf.add_n([_evict(v, p, self._step) for p in v.partitions])
-                             for v in self._variables}
+                             for v in self.variables}
 
     def before_save(self, session, global_step_value):
         counts = session.run(self._evicted, {self._step: global_step_value})
@@ -52,5 +53,5 @@ class EvictionListener(tf.compat.v1.train.CheckpointSaverListener):
 
 def eviction_listeners(graph: tf.Graph) -> list[EvictionListener]:
     """The listener `graph`'s embedding variables need (none when none of them evicts)."""
-    variables = [v for v in embedding_variables(graph) if v.option.steps_to_live is not None]
-    return [EvictionListener(variables)] if variables else []
+    listener = EvictionListener(embedding_variables(graph))
+    return [listener] if listener.variables else []

@@ -79,18 +79,11 @@ def _serve_rows(variable: EmbeddingVariable, part: Partition, keys: tf.Tensor) -
 
 
 def _distinct_rows(variable: EmbeddingVariable, keys: tf.Tensor, counts: tf.Tensor, training: bool):
-    """Rows of the distinct `keys` ([n], their `counts` in the batch), gathered over the partitions."""
-    parts = variable.partitions
-    if len(parts) == 1:
-        with parts[0].placed():
-            return _train_rows(variable, parts[0], keys, counts) if training else (
-                _serve_rows(variable, parts[0], keys), None)
-    which = variable.partition_of(keys)
-    positions = tf.dynamic_partition(tf.range(tf.size(keys)), which, len(parts))
-    split_keys = tf.dynamic_partition(keys, which, len(parts))
-    split_counts = tf.dynamic_partition(counts, which, len(parts))
+    """Rows of the distinct `keys` ([n], their `counts` in the batch), gathered over the partitions; with the
+    ids a counter filter admitted (None: all of them)."""
+    positions, parts = variable.split(keys, counts)
     rows, admitted = [], []
-    for part, part_keys, part_counts in zip(parts, split_keys, split_counts):
+    for part, part_keys, part_counts in parts:
         with part.placed():
             if training:
                 part_rows, part_admitted = _train_rows(variable, part, part_keys, part_counts)
@@ -98,10 +91,10 @@ def _distinct_rows(variable: EmbeddingVariable, keys: tf.Tensor, counts: tf.Tens
                 part_rows, part_admitted = _serve_rows(variable, part, part_keys), None
         rows.append(part_rows)
         admitted.append(part_admitted)
+    if positions is None:
+        return rows[0], admitted[0]
     stitched = tf.dynamic_stitch(positions, rows)
-    if admitted[0] is None:
-        return stitched, None
-    return stitched, tf.dynamic_stitch(positions, admitted)
+    return stitched, None if admitted[0] is None else tf.dynamic_stitch(positions, admitted)
 
 
 def _keys(variable: EmbeddingVariable, ids) -> tf.Tensor:
@@ -119,9 +112,7 @@ def _clip(rows: tf.Tensor, max_norm) -> tf.Tensor:
 def distinct_lookup(variable: EmbeddingVariable, flat_ids: tf.Tensor, max_norm=None):
     """(rows of the distinct ids, index of each id's row) for a 1-D id tensor."""
     keys, index, counts = tf.unique_with_counts(flat_ids, out_idx=tf.int64)
-    build = context.current()
-    training = build.training
-    rows, admitted = _distinct_rows(variable, keys, counts, training)
+    rows, admitted = _distinct_rows(variable, keys, counts, context.current().training)
     rows = tf.identity(rows, name="rows")
     # Trainable in every mode, as a variable is: model_fns build their train_op in EVAL mode too.
     if variable.trainable:

@@ -20,18 +20,15 @@ The rules are TensorFlow's own kernels' arithmetic applied to the step's rows on
 from __future__ import annotations
 
 import contextlib
-import threading
 from typing import Iterator
 
 import tensorflow as tf
 
+from elastimator._scoped_attribute import ScopedAttribute
 from elastimator.embedding.lookup import TrainedLookup, trained_lookup
 from elastimator.errors import ModelFnError
 
 _V1 = tf.compat.v1.train
-_lock = threading.Lock()
-_depth = 0
-_original_apply = _V1.Optimizer.apply_gradients
 
 
 def _float(optimizer, value) -> tf.Tensor:
@@ -39,9 +36,12 @@ def _float(optimizer, value) -> tf.Tensor:
 
 
 class _Rule:
-    """One optimizer's update of rows: `slots` (name -> initial value) and `apply`."""
+    """One optimizer's update of rows: `slots` (name -> initial value) and `apply`, built once per
+    `apply_gradients` call (its hyperparameter tensors serve every embedding variable)."""
 
     slots: dict[str, float] = {}
+    name = ""
+    """The slot tables' prefix: the optimizer class without "Optimizer" ("Adam")."""
 
     def apply(self, rows, slots: dict, grad):
         raise NotImplementedError
@@ -111,7 +111,9 @@ _RULES = ((_V1.AdamOptimizer, _Adam), (_V1.AdagradOptimizer, _Adagrad), (_V1.Ftr
 def _rule_for(optimizer) -> _Rule:
     for kind, rule in _RULES:
         if isinstance(optimizer, kind):
-            return rule(optimizer)
+            built = rule(optimizer)
+            built.name = type(optimizer).__name__.replace("Optimizer", "")
+            return built
     raise ModelFnError(
         f"Embedding variables are trained by tf.compat.v1.train's AdamOptimizer, AdagradOptimizer, FtrlOptimizer "
         f"and GradientDescentOptimizer (sparse updates of the rows a step read); got {type(optimizer).__name__}. "
@@ -124,24 +126,16 @@ def _dense(grad, count) -> tf.Tensor:
     return tf.convert_to_tensor(grad)
 
 
-def apply_rows(optimizer, grad, lookup: TrainedLookup) -> tf.Operation:
-    """Applies `grad` (of the lookup's distinct rows) to the variable's tables with `optimizer`'s rule."""
+def apply_rows(rule: _Rule, grad, lookup: TrainedLookup) -> tf.Operation:
+    """Applies `grad` (of the lookup's distinct rows) to the variable's tables by `rule`."""
     variable = lookup.variable
-    rule = _rule_for(optimizer)
     keys = lookup.keys
     grad = _dense(grad, tf.size(keys, out_type=tf.int64))
     if lookup.admitted is not None:  # ids a filter has not admitted have no row to update
         keys, grad = tf.boolean_mask(keys, lookup.admitted), tf.boolean_mask(grad, lookup.admitted)
-    parts = variable.partitions
-    if len(parts) == 1:
-        split = [(parts[0], keys, grad)]
-    else:
-        which = variable.partition_of(keys)
-        split = zip(parts, tf.dynamic_partition(keys, which, len(parts)), tf.dynamic_partition(grad, which, len(parts)))
-    name = type(optimizer).__name__.replace("Optimizer", "")
     writes = []
-    for part, part_keys, part_grad in split:
-        tables = {slot: variable.slot(part, f"{name}/{slot}", initial) for slot, initial in rule.slots.items()}
+    for part, part_keys, part_grad in variable.split(keys, grad)[1]:
+        tables = {slot: variable.slot(part, f"{rule.name}/{slot}", initial) for slot, initial in rule.slots.items()}
         with part.placed():
             rows = part.ids.lookup(part_keys)
             # An id evicted while this step ran starts again from its initial row.
@@ -157,29 +151,25 @@ def _apply_gradients(optimizer, grads_and_vars, global_step=None, name=None, **k
     pairs = [(grad, v, trained_lookup(v)) for grad, v in grads_and_vars]
     ours = [(grad, lookup) for grad, _, lookup in pairs if lookup is not None]
     rest = [(grad, v) for grad, v, lookup in pairs if lookup is None]
+    original = _PATCH.original
     if not ours:
-        return _original_apply(optimizer, rest, global_step=global_step, name=name, **kwargs)
+        return original(optimizer, rest, global_step=global_step, name=name, **kwargs)
     with tf.name_scope(name or f"{optimizer.get_name()}_embedding"):
-        updates = [apply_rows(optimizer, grad, lookup) for grad, lookup in ours if grad is not None]
+        rule = _rule_for(optimizer)
+        updates = [apply_rows(rule, grad, lookup) for grad, lookup in ours if grad is not None]
     with tf.control_dependencies(updates):
         if any(grad is not None for grad, _ in rest):
-            return _original_apply(optimizer, rest, global_step=global_step, name=name, **kwargs)
+            return original(optimizer, rest, global_step=global_step, name=name, **kwargs)
         if global_step is None:
             return tf.group(*updates)
         return tf.compat.v1.assign_add(global_step, 1, name=name or optimizer.get_name()).op
 
 
+_PATCH = ScopedAttribute(_V1.Optimizer, "apply_gradients", _apply_gradients)
+
+
 @contextlib.contextmanager
 def sparse_updates() -> Iterator[None]:
     """While open, v1 optimizers apply embedding rows' gradients with `apply_rows` (see the module doc)."""
-    global _depth
-    with _lock:
-        _depth += 1
-        _V1.Optimizer.apply_gradients = _apply_gradients
-    try:
+    with _PATCH.applied():
         yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0:
-                _V1.Optimizer.apply_gradients = _original_apply

@@ -126,6 +126,21 @@ class EmbeddingVariable:
             return tf.cast(tf.strings.to_hash_bucket_fast(keys, count), tf.int32)
         return tf.cast(tf.math.floormod(keys, tf.cast(count, keys.dtype)), tf.int32)
 
+    def split(self, keys: tf.Tensor, *values: tf.Tensor) -> tuple[tf.Tensor | None, list[tuple]]:
+        """`keys` and `values` (one row each per key) by partition.
+
+        Returns:
+            The position of each partition's keys in `keys` (None for one partition, whose keys are all of
+            them, in order, for `tf.dynamic_stitch`), and per partition `(partition, its keys, *its values)`.
+        """
+        count = len(self.partitions)
+        if count == 1:
+            return None, [(self.partitions[0], keys, *values)]
+        which = self.partition_of(keys)
+        positions = tf.dynamic_partition(tf.range(tf.size(keys)), which, count)
+        pieces = [tf.dynamic_partition(t, which, count) for t in (keys, *values)]
+        return positions, [(part, *(piece[i] for piece in pieces)) for i, part in enumerate(self.partitions)]
+
     def initial_rows(self, keys: tf.Tensor) -> tf.Tensor:
         """Each id's first row: row `id mod default_value_dim` of `default_rows`."""
         count = self.option.init_option.default_value_dim

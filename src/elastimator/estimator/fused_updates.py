@@ -23,15 +23,13 @@ receives the sparse rows only.
 from __future__ import annotations
 
 import contextlib
-import threading
 from typing import Iterator
 
 import tensorflow as tf
 
+from elastimator._scoped_attribute import ScopedAttribute
+
 _ADAM = tf.compat.v1.train.AdamOptimizer
-_lock = threading.Lock()
-_depth = 0
-_original = _ADAM._resource_apply_sparse_duplicate_indices  # pylint: disable=protected-access
 _OWN = ("_resource_apply_sparse", "_resource_apply_dense")
 
 
@@ -39,26 +37,17 @@ def _apply_rows_densely(optimizer, grad: tf.Tensor, handle, indices: tf.Tensor) 
     """Adam on a resource variable, its gradient given as (possibly repeated) rows."""
     if any(getattr(type(optimizer), name) is not getattr(_ADAM, name) for name in _OWN):
         # A subclass with its own update rule (a lazy Adam, say) keeps it.
-        return _original(optimizer, grad, handle, indices)
+        return _PATCH.original(optimizer, grad, handle, indices)
     rows = handle.shape[0] if handle.shape.rank and handle.shape[0] is not None else tf.shape(handle)[0]
     dense = tf.math.unsorted_segment_sum(grad, indices, num_segments=rows)
     return optimizer._resource_apply_dense(dense, handle)  # pylint: disable=protected-access
 
 
+_PATCH = ScopedAttribute(_ADAM, "_resource_apply_sparse_duplicate_indices", _apply_rows_densely)
+
+
 @contextlib.contextmanager
 def fused_sparse_adam(enabled: bool = True) -> Iterator[None]:
     """While open, v1 AdamOptimizer applies sparse gradients with the fused dense kernel (see the module doc)."""
-    global _depth
-    if not enabled:
+    with _PATCH.applied() if enabled else contextlib.nullcontext():
         yield
-        return
-    with _lock:
-        _depth += 1
-        _ADAM._resource_apply_sparse_duplicate_indices = _apply_rows_densely  # pylint: disable=protected-access
-    try:
-        yield
-    finally:
-        with _lock:
-            _depth -= 1
-            if _depth == 0:
-                _ADAM._resource_apply_sparse_duplicate_indices = _original  # pylint: disable=protected-access
