@@ -117,10 +117,14 @@ def test_nan_loss_stops_with_a_clear_error_and_keeps_the_last_good_checkpoint(ma
     x, y = iris
 
     def model_fn(features, labels, mode, params):
-        spec = linear_model_fn(features, labels, mode, params)
+        logits = tf.compat.v1.layers.dense(features["x"], 3, name="logits")
         step = tf.compat.v1.train.get_global_step()
-        poisoned = tf.where(step >= 7, np.nan, 0.0) + spec.loss
-        return spec.replace(loss=poisoned)
+        # A factor, not a summand: the gradient then needs the step read, which orders it before the increment
+        # (an unordered read may see the step already incremented, on a loaded machine).
+        poison = tf.where(step >= 7, np.nan, 1.0)
+        loss = tf.compat.v1.losses.sparse_softmax_cross_entropy(labels, logits) * poison
+        train_op = tf.compat.v1.train.AdamOptimizer(0.05).minimize(loss, step)
+        return est.EstimatorSpec(mode, loss=loss, train_op=train_op)
 
     estimator = make_estimator(model_fn=model_fn, save_checkpoints_steps=5)
     # The step that reads global step 7 is the one that makes it 8, as summaries and logs number it.
