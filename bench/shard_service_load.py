@@ -16,7 +16,8 @@ import platform
 import statistics
 import time
 
-from elastimator.elastic.service import ShardClient, ShardServer, ShardService
+from elastimator.elastic.client import ShardClient
+from elastimator.elastic.service import ShardServer, ShardService
 from elastimator.elastic.shards import DatasetSpec, Finished, Wait
 from report import RESULTS, write_results
 

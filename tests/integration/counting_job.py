@@ -15,7 +15,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from elastimator.elastic.service import ShardClient
+from elastimator.elastic.client import ShardClient
 from elastimator.elastic.shards import ShardServiceError
 from tests.helpers import free_ports
 

@@ -9,9 +9,9 @@ import pytest
 from elastimator.data import Column, DataSetInput, DataSetSpec, FileReader
 from elastimator.elastic.feed import ShardFeed
 from elastimator.elastic.seal_store import SealStore
-from elastimator.elastic.service import ShardClient, ShardServer, ShardService
-from elastimator.elastic.shards import Assigned, DatasetSpec, ShardBook, ShardServiceError, Wait
-from elastimator.estimator.calls import CONSUMED_KEY
+from elastimator.elastic.client import ShardClient
+from elastimator.elastic.service import ShardServer, ShardService
+from elastimator.elastic.shards import SHARD_TAG, Assigned, DatasetSpec, ShardBook, ShardServiceError, Wait
 
 pytestmark = pytest.mark.integration
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -172,12 +172,12 @@ def test_the_input_drops_batches_of_a_lease_taken_back_while_they_waited(server,
     feed = ShardFeed(worker, DatasetSpec(name="train", size=40, shard_size=20)).start()
     chief.commit(chief.seal(checkpoint_step=0), checkpoint_step=0)
     batches = iter(DataSetInput(spec, feed=feed)())
-    first = next(batches)[0][CONSUMED_KEY].numpy()  # the rest of its shard now waits in the prefetch buffer
+    first = next(batches).step_outputs[SHARD_TAG].numpy()  # the rest of its shard now waits in the prefetch buffer
     chief.restore(0)
     worker.heartbeat()
     rest = []
-    for features, _ in batches:  # trained, then reported, as ShardReportHook does
-        rest.append(features[CONSUMED_KEY].numpy())
+    for batch in batches:  # trained, then reported, as ShardReportHook does
+        rest.append(batch.step_outputs[SHARD_TAG].numpy())
         feed.report(*(int(v) for v in rest[-1]))
     feed.stop()
     assert all(tag[1] != first[1] and ShardBook.is_current(tag[1], worker.lease_floor) for tag in rest)

@@ -10,6 +10,7 @@ import tensorflow as tf
 import elastimator as est
 from elastimator import Column, ElasticReader
 from elastimator.job.conf import JobConf
+from elastimator.estimator.training_step import StepHook
 from elastimator.job.executor import run_job
 from elastimator.job.progress import ProgressHook, format_duration, progress_line
 from elastimator.job.report import readable_limits
@@ -93,7 +94,8 @@ def test_progress_redraws_in_place_on_a_terminal(tmp_path):
     terminal, log = _Terminal(), io.StringIO()
     estimator = est.Estimator(linear_model_fn, model_dir=str(tmp_path), params={"n_classes": 3})
     estimator.train(est.inputs.numpy_input_fn({"x": x}, y, batch_size=8, num_epochs=None, shuffle=True), steps=20,
-                    hooks=[ProgressHook(20, stream=terminal), ProgressHook(20, stream=log, every_secs=0)])
+                    hooks=[StepHook(lambda step: ProgressHook(step, 20, stream=terminal)),
+                           StepHook(lambda step: ProgressHook(step, 20, stream=log, every_secs=0))])
     assert terminal.getvalue().startswith("\r") and terminal.getvalue().endswith("\n")
     assert "step 20/20" in terminal.getvalue()
     lines = log.getvalue().splitlines()

@@ -21,6 +21,7 @@ role prefix (and into `<model_dir>/logs/<task>.log`), and supervises them:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -32,12 +33,11 @@ import threading
 import time
 from typing import Callable, TextIO
 
-from elastimator.cluster import autoscale
-from elastimator.cluster.plan import ClusterPlan, Task
+from elastimator.cluster import autoscale, supervision
+from elastimator.cluster.plan import ClusterPlan, Task, reachable
 from elastimator.cluster.private_network import private_network
-from elastimator.elastic.feed import FIRST_BATCH_LOG
-from elastimator.errors import REPEATING_EXIT, USAGE_EXIT, ClusterError
-from elastimator.estimator.sessions import reachable
+from elastimator.errors import ClusterError
+from elastimator.job import progress_file
 from elastimator.tensorflow_import import NATIVE_LOG_LINE
 
 logger = logging.getLogger("elastimator")
@@ -84,20 +84,6 @@ class LaunchSpec:
     @property
     def worker_slots(self) -> int:
         return self.max_workers if self.max_workers is not None else self.workers
-
-
-@dataclasses.dataclass
-class _Child:
-    task: Task
-    process: subprocess.Popen | None = None
-    started_at: float = 0.0
-    up: bool = False
-    restarts: int = 0
-    restart_at: float | None = None
-    retired: bool = False
-    """Stopped on purpose (scaled down, or the job is over): its exit is not a failure."""
-    finished: bool = False
-    exit_code: int | None = None
 
 
 def scale_request_path(model_dir: str) -> str:
@@ -161,7 +147,11 @@ def _die_with_parent() -> None:
 
 
 class Launcher:
-    """Starts and supervises one job's processes on this machine.
+    """Starts and supervises one job's processes on this machine: the shell around `supervision.step`.
+
+    Each turn (5 a second) it turns what it sees into events (exits, servers that
+    listen, scale requests, a stop request), asks `supervision.step` what to do,
+    and does it. It decides nothing itself.
 
     Example:
         >>> launcher = Launcher(LaunchSpec("examples/census/census_conf.py:CensusConf", "/tmp/census",
@@ -173,25 +163,27 @@ class Launcher:
         self.spec = spec
         self.plan = ClusterPlan.allocate(spec.ps, spec.worker_slots, spec.host, spec.base_port)
         self.logs_dir = os.path.join(spec.model_dir, "logs")
+        self.policy = supervision.Policy(
+            max_restarts=spec.max_restarts, backoff_secs=spec.backoff_secs, start_timeout_secs=spec.start_timeout_secs,
+            finish_timeout_secs=spec.finish_timeout_secs, worker_slots=self.plan.max_workers, logs_dir=self.logs_dir)
         self._out = out if out is not None else sys.stdout
         self._out_lock = threading.Lock()
         self._clock = clock
-        self._children: dict[str, _Child] = {}
-        self._target_workers = spec.workers
-        self._training_done_at: float | None = None
+        self._job: supervision.Job | None = None
+        self._processes: dict[str, subprocess.Popen] = {}
+        self._pumps: dict[str, threading.Thread] = {}
+        self._last_error: dict[str, str] = {}
+        """Per task, the last `elastimator: error:` line it printed: what the launcher reports if it fails."""
+        self._stepped: set[str] = set()
+        """Tasks whose current process has written its progress file (trained its first step)."""
         self._stopping = threading.Event()
+        self._requests: list[supervision.Event] = []
+        """Scale requests from other threads, for the next turn."""
         self._scale_seen = 0.0
         self._events: list[dict] = []
         self._events_lock = threading.Lock()
         self._scaler = autoscale.Tracker() if spec.autoscale else None
         self._next_autoscale = 0.0
-        self._pumps: dict[str, threading.Thread] = {}
-        self._last_error: dict[str, str] = {}
-        """Per task, the last `elastimator: error:` line it printed: what the launcher reports if it fails."""
-        self._run_thread: threading.Thread | None = None
-        """The thread running `run()`: the one in the job's network namespace, which starts every process."""
-        self._pending_scale: int | None = None
-        """A worker count `scale()` was asked for from another thread, for `run()`'s thread to carry out."""
 
     # --- public ------------------------------------------------------------------------------
 
@@ -204,49 +196,29 @@ class Launcher:
     def run(self) -> int:
         """Runs the job to its end; returns 0 when the chief (and evaluator) succeeded."""
         os.makedirs(self.logs_dir, exist_ok=True)
-        self._run_thread = threading.current_thread()
-        try:
-            with private_network(self.spec.network) as network:
-                self._say("launcher", network)
-                try:
-                    self._start_initial()
-                    code = self._supervise()
-                except BaseException:
-                    self.stop()
-                    raise
+        with private_network(self.spec.network) as network:
+            self._say("launcher", network)
+            try:
+                code = self._supervise()
+            finally:
                 self.stop()
-        finally:
-            self._run_thread = None
         return code
 
     def scale(self, workers: int) -> None:
         """Runs `workers` workers from now on: starts free slots, or stops the highest-numbered workers.
 
-        Called from another thread while `run()` runs, it is carried out by `run()`'s thread within 0.2 s: only
-        that thread is in the job's network namespace, where its processes must start and be reached.
+        Safe from any thread: the request is carried out by `run()`'s next turn (within 0.2 s), on the thread
+        that is in the job's network namespace, where its processes must start and be reached.
         """
         if not 0 <= workers <= self.plan.max_workers:
             raise ClusterError(f"the job has {self.plan.max_workers} worker slot(s); asked for {workers}.")
-        if self._run_thread is not None and threading.current_thread() is not self._run_thread:
-            with self._events_lock:
-                self._pending_scale = workers
-            return
-        self._event("scale", None, workers=workers, before=self._target_workers)
-        self._say("launcher", f"scaling to {workers} worker(s) (from {self._target_workers})")
-        self._target_workers = workers
-        for index in range(self.plan.max_workers):
-            child = self._children.get(Task("worker", index).name)
-            running = child is not None and child.process is not None and child.process.poll() is None
-            if index < workers and not running and self._training_done_at is None:
-                if child is None or child.retired or child.finished:
-                    self._start(Task("worker", index), fresh=True)
-            elif index >= workers and running:
-                self._retire(child)
-        self._write_state()
+        with self._events_lock:
+            self._requests.append(supervision.ScaleTo(workers))
 
     def restarts(self) -> dict[str, int]:
         """Tasks restarted at least once, and how often."""
-        return {name: child.restarts for name, child in self._children.items() if child.restarts}
+        children = self._job.children.values() if self._job is not None else ()
+        return {c.task.name: c.restarts for c in children if c.restarts}
 
     def request_stop(self) -> None:
         """Asks a running `run()` to end the job (safe from a signal handler); it returns 130."""
@@ -256,37 +228,84 @@ class Launcher:
         """Ends every child still running: SIGTERM (trainers save a checkpoint first, within 25 s), then
         SIGKILL after `grace_secs`."""
         self._stopping.set()
-        live = [c for c in self._children.values() if c.process is not None and c.process.poll() is None]
+        live = [(n, p) for n, p in self._processes.items() if p.poll() is None]
         # Trainers first: their last step and checkpoint need the parameter servers, which go after them.
-        self._terminate([c for c in live if c.task.role != "ps"], grace_secs)
-        self._terminate([c for c in live if c.task.role == "ps"], grace_secs)
+        _terminate([p for n, p in live if not n.startswith("ps-")], grace_secs)
+        _terminate([p for n, p in live if n.startswith("ps-")], grace_secs)
         self._write_state(running=False)
 
-    @staticmethod
-    def _terminate(children: list[_Child], grace_secs: float) -> None:
-        for child in children:
-            child.retired = True
-            child.process.terminate()
-        deadline = time.monotonic() + grace_secs
-        for child in children:
-            try:
-                child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                child.process.kill()
-                child.process.wait()
+    # --- the loop ----------------------------------------------------------------------------
 
-    # --- starting ----------------------------------------------------------------------------
-
-    def _start_initial(self) -> None:
+    def _supervise(self) -> int:
         self._say("launcher", f"{self.spec.ps} ps, chief, {self.spec.workers} worker(s) of {self.plan.max_workers} "
                               f"slot(s){', evaluator' if self.spec.evaluator else ''}; logs in {self.logs_dir}")
         tasks = [Task("ps", i) for i in range(self.spec.ps)] + [Task("chief")]
         tasks += [Task("worker", i) for i in range(self.spec.workers)]
         if self.spec.evaluator:
             tasks.append(Task("evaluator"))
-        for task in tasks:
-            self._start(task, fresh=True)
-        self._write_state()
+        self._job, decisions = supervision.begin(tasks, self.spec.workers, self._clock())
+        code = self._carry_out(decisions)
+        while code is None:
+            self._stopping.wait(0.2)
+            now = self._clock()
+            events = [supervision.StopRequested()] if self._stopping.is_set() else self._observe(now)
+            self._job, decisions = supervision.step(self._job, events, now, self.policy)
+            code = self._carry_out(decisions)
+        return code
+
+    def _observe(self, now: float) -> list[supervision.Event]:
+        """What changed since the last turn, as events."""
+        events = self._scale_requests(now)
+        for name, child in self._job.children.items():
+            if not child.state.alive:
+                continue
+            process = self._processes[name]
+            code = process.poll()
+            if code is not None:
+                self._pumps[name].join(timeout=5)  # its last lines, an error line among them
+                events.append(supervision.Exited(name, code, self._last_error.get(name)))
+                continue
+            if name not in self._stepped and progress_file.read(self._progress_path(name)) is not None:
+                self._stepped.add(name)
+                self._event("first_step", name)
+            if child.state is supervision.State.STARTING and reachable(self.plan.address(child.task), 0.5):
+                events.append(supervision.Listening(name))
+        return events
+
+    def _scale_requests(self, now: float) -> list[supervision.Event]:
+        with self._events_lock:
+            events, self._requests = self._requests, []
+        request = self._read_scale_request()
+        if request is not None:
+            events.append(supervision.ScaleTo(request))
+        if self._scaler is not None and self._job.chief_done_at is None and now >= self._next_autoscale:
+            workers = self._autoscale(now)
+            if workers is not None:
+                events.append(supervision.ScaleTo(workers))
+        return events
+
+    def _carry_out(self, decisions: list[supervision.Decision]) -> int | None:
+        changed = False
+        for decision in decisions:
+            if isinstance(decision, supervision.Start):
+                self._start(decision.task, decision.restart)
+                changed = True
+            elif isinstance(decision, supervision.Stop):
+                self._stop(decision.task, decision.return_shards)
+                changed = True
+            elif isinstance(decision, supervision.Kill):
+                self._processes[decision.task.name].kill()
+            elif isinstance(decision, supervision.Say):
+                self._say("launcher", decision.text)
+            elif isinstance(decision, supervision.Record):
+                self._event(decision.event, decision.task, **decision.fields)
+            elif isinstance(decision, supervision.End):
+                return decision.code
+        if changed:
+            self._write_state()
+        return None
+
+    # --- processes ---------------------------------------------------------------------------
 
     def _command(self) -> list[str]:
         command = [sys.executable, "-m", "elastimator.cli", "run", self.spec.conf, "--no-progress", "--no-summary",
@@ -295,161 +314,52 @@ class Launcher:
             command += ["--max-steps", str(self.spec.max_steps)]
         return command
 
+    def _progress_path(self, name: str) -> str:
+        return os.path.join(self.logs_dir, f"{name}.progress.json")
+
     def _env(self, task: Task) -> dict[str, str]:
         return dict(os.environ, TF_CONFIG=json.dumps(self.plan.tf_config(task)), PYTHONUNBUFFERED="1",
                     ELASTIMATOR_TRACEBACKS="1", ELASTIMATOR_SHARD_SERVICE=self.plan.shard_service,
                     ELASTIMATOR_JOB_TOKEN=self.plan.token,
-                    ELASTIMATOR_WORKER_TIMEOUT_SECS=str(self.spec.worker_timeout_secs))
+                    ELASTIMATOR_WORKER_TIMEOUT_SECS=str(self.spec.worker_timeout_secs),
+                    **{progress_file.ENV: self._progress_path(task.name)})
 
-    def _start(self, task: Task, fresh: bool = False) -> None:
-        child = self._children.get(task.name)
-        if child is None or fresh:
-            child = self._children[task.name] = _Child(task)
+    def _start(self, task: Task, restart: int) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self._progress_path(task.name))
+        self._stepped.discard(task.name)
+        self._last_error.pop(task.name, None)
         log = open(os.path.join(self.logs_dir, f"{task.name}.log"), "a")
-        log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} start (restart {child.restarts})\n")
+        log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} start (restart {restart})\n")
         log.flush()
-        child.process = subprocess.Popen(self._command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                         env=self._env(task), text=True, errors="replace", bufsize=1,
-                                         start_new_session=True, preexec_fn=_die_with_parent)
-        child.started_at, child.up, child.restart_at = self._clock(), False, None
-        child.exit_code, child.finished, child.retired = None, False, False
-        pump = self._pumps[task.name] = threading.Thread(target=self._pump, args=(task, child.process, log),
+        process = self._processes[task.name] = subprocess.Popen(
+            self._command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self._env(task), text=True,
+            errors="replace", bufsize=1, start_new_session=True, preexec_fn=_die_with_parent)
+        pump = self._pumps[task.name] = threading.Thread(target=self._pump, args=(task, process, log),
                                                         name=f"log-{task.name}", daemon=True)
         pump.start()
-        self._event("start", task, pid=child.process.pid, restart=child.restarts)
+        self._event("start", task.name, pid=process.pid, restart=restart)
 
     def _pump(self, task: Task, process: subprocess.Popen, log: TextIO) -> None:
         with log:
             for line in process.stdout:
                 log.write(line)
                 log.flush()
-                if FIRST_BATCH_LOG in line:  # the replacement's first step, for timing
-                    self._event("first_step", task)
                 if line.startswith(ERROR_LINE):
                     self._last_error[task.name] = line[len(ERROR_LINE):].strip()
                 if not NATIVE_LOG_LINE.match(line):
                     self._say(task.name, line.rstrip("\n"))
 
-    # --- supervising -------------------------------------------------------------------------
-
-    def _supervise(self) -> int:
-        while True:
-            now = self._clock()
-            self._read_scale_request()
-            with self._events_lock:
-                pending, self._pending_scale = self._pending_scale, None
-            if pending is not None:
-                self.scale(pending)
-            for child in list(self._children.values()):
-                failure = self._check(child, now)
-                if failure is not None:
-                    message, code = failure
-                    self._say("launcher", message)
-                    return code
-            if self._training_done_at is not None:
-                result = self._finish_when_ready(now)
-                if result is not None:
-                    return result
-            elif self._scaler is not None and now >= self._next_autoscale:
-                self._autoscale(now)
-            if self._stopping.wait(0.2):
-                return 130
-
-    def _check(self, child: _Child, now: float) -> tuple[str, int] | None:
-        """Handles a child's start, exit and restart; returns (message, exit code) when the job must fail."""
-        task = child.task
-        if child.process is None or child.finished:
-            return None
-        if child.restart_at is not None:
-            if now >= child.restart_at and self._training_done_at is None:
-                self._start(task)
-            return None
-        code = child.process.poll()
-        address = self.plan.address(task)
-        if code is None:
-            if not child.up and address is not None:
-                if reachable(address, timeout_secs=0.5):
-                    child.up = True
-                    self._event("up", task)
-                elif now - child.started_at > self.spec.start_timeout_secs and self._training_done_at is None:
-                    child.process.kill()
-                    return (f"{task.name} did not start: its server never listened on {address} within "
-                            f"{self.spec.start_timeout_secs:.0f}s. See {self.logs_dir}/{task.name}.log.", 1)
-            return None
-        child.exit_code = code
-        self._event("exit", task, code=code)
-        if child.retired or code == 0 or (self._training_done_at is not None and task.role == "worker"):
-            child.finished = True
-            if task.role == "chief" and code == 0:
-                self._training_done_at = now
-                self._say("launcher", "the chief finished training")
-            return None
-        if code == USAGE_EXIT:
-            return (f"usage error: {task.name} exited with code 2 (an invalid conf or bad arguments); not "
-                    f"restarting it. See {self.logs_dir}/{task.name}.log.", USAGE_EXIT)
-        if code == REPEATING_EXIT:
-            self._pumps[task.name].join(timeout=5)  # its last lines, the error among them
-            why = self._last_error.get(task.name, "see its log")
-            return (f"{task.name} failed in a way a restart would repeat, so the job ends here: {why} "
-                    f"(log: {self.logs_dir}/{task.name}.log)", 1)
-        if child.restarts >= self.spec.max_restarts:
-            if task.role == "worker":
-                child.finished = True
-                self._say("launcher", f"{task.name} failed {child.restarts + 1} times; leaving its slot empty")
-                return None
-            return (f"{task.name} exited with code {code} and was already restarted {child.restarts} time(s); "
-                    f"giving up. See {self.logs_dir}/{task.name}.log.", 1)
-        delay = self.spec.backoff_secs * 2 ** child.restarts
-        child.restarts += 1
-        child.restart_at = now + delay
-        self._event("restart", task, code=code, delay_secs=delay)
-        self._say("launcher", f"{task.name} exited with code {code}; restarting it in {delay:.1f}s "
-                              f"(restart {child.restarts} of {self.spec.max_restarts})")
-        return None
-
-    def _finish_when_ready(self, now: float) -> int | None:
-        for child in self._children.values():
-            if child.task.role == "worker" and child.process is not None and not child.finished and not child.up:
-                # A worker still starting (restarted near the end) has no shard left to train: the job is done.
-                self._say("launcher", f"{child.task.name} was still starting when the chief finished; stopping it, "
-                                      "there is nothing left for it to train")
-                self._retire(child)
-        waiting = [c for c in self._children.values() if c.task.role in ("worker", "evaluator")
-                   and c.process is not None and not c.finished and c.restart_at is None]
-        overdue = now - self._training_done_at > self.spec.finish_timeout_secs
-        if waiting and not overdue:
-            return None
-        for child in waiting:
-            self._say("launcher", f"{child.task.name} has not finished {self.spec.finish_timeout_secs:.0f}s after "
-                                  "the chief; stopping it")
-            self._retire(child)
-        for child in self._children.values():
-            if child.task.role == "ps":
-                self._retire(child)
-        evaluator = self._children.get(Task("evaluator").name)
-        if evaluator is not None and evaluator.exit_code not in (0, None):
-            return 1
-        return 1 if evaluator is not None and evaluator in waiting else 0
-
-    def _retire(self, child: _Child) -> None:
-        child.retired = True
-        child.restart_at = None
-        if child.process is not None and child.process.poll() is None:
-            child.process.terminate()
-            try:
-                child.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                child.process.kill()
-                child.process.wait()
-        child.finished = True
-        if child.task.role == "worker":
-            self._return_shards(child.task)
+    def _stop(self, task: Task, return_shards: bool) -> None:
+        process = self._processes.get(task.name)
+        if process is not None and process.poll() is None:
+            _terminate([process], grace_secs=10)
+        if return_shards:
+            self._return_shards(task)
 
     def _return_shards(self, task: Task) -> None:
         """Hands a stopped worker's shards back at once, instead of after its heartbeat times out."""
-        if self._training_done_at is not None:
-            return
-        from elastimator.elastic.service import ShardClient
+        from elastimator.elastic.client import ShardClient
         from elastimator.elastic.shards import ShardServiceError
 
         client = ShardClient(self.plan.shard_service, self.plan.token, worker="launcher", timeout_secs=5,
@@ -464,42 +374,42 @@ class Launcher:
 
     # --- scaling -----------------------------------------------------------------------------
 
-    def _read_scale_request(self) -> None:
+    def _read_scale_request(self) -> int | None:
         path = scale_request_path(self.spec.model_dir)
         try:
             changed = os.stat(path).st_mtime
         except FileNotFoundError:
-            return
+            return None
         if changed <= self._scale_seen:
-            return
+            return None
         self._scale_seen = changed
         try:
             with open(path) as f:
                 workers = int(json.load(f)["workers"])
-            self.scale(workers)
-        except (ValueError, KeyError, TypeError, ClusterError) as e:
-            self._say("launcher", f"ignoring the scale request in {path}: {e}")
+        except (ValueError, KeyError, TypeError) as e:
+            self._say("launcher", f"ignoring the scale request in {path}: {e!r}")
+            return None
+        return workers
 
-    def _autoscale(self, now: float) -> None:
+    def _autoscale(self, now: float) -> int | None:
+        """The worker count the autoscale policy asks for, when it differs from the current target."""
         self._next_autoscale = now + self.spec.autoscale_every_secs
-        running = sum(1 for c in self._children.values() if c.task.role == "worker" and c.process is not None
-                      and c.process.poll() is None and not c.retired)
-        ps_pids = [c.process.pid for c in self._children.values() if c.task.role == "ps" and c.process is not None]
-        measurement = self._scaler.measure(now, running, self.spec.model_dir, ps_pids)
+        ps_pids = [p.pid for n, p in self._processes.items() if n.startswith("ps-")]
+        measurement = self._scaler.measure(now, self._job.alive_workers(), self.spec.model_dir, ps_pids)
         if measurement is None:
-            return
+            return None
         decision = autoscale.decide(self._scaler.history, self.spec.autoscale)
         self._event("autoscale", None, workers=decision.workers, reason=decision.reason)
-        if decision.workers != self._target_workers:
-            self._say("launcher", f"autoscale: {decision.reason}")
-            self.scale(decision.workers)
+        if decision.workers == self._job.target_workers:
+            return None
+        self._say("launcher", f"autoscale: {decision.reason}")
+        return decision.workers
 
     # --- records -----------------------------------------------------------------------------
 
-    def _event(self, kind: str, task: Task | None, **fields) -> None:
+    def _event(self, kind: str, task: str | None, **fields) -> None:
         with self._events_lock:
-            self._events.append({"event": kind, "task": task.name if task else None, "time": self._clock(),
-                                 **fields})
+            self._events.append({"event": kind, "task": task, "time": self._clock(), **fields})
 
     def _say(self, source: str, text: str) -> None:
         with self._out_lock:
@@ -507,9 +417,22 @@ class Launcher:
             self._out.flush()
 
     def _write_state(self, running: bool = True) -> None:
-        tasks = {name: c.process.pid for name, c in self._children.items()
-                 if c.process is not None and c.process.poll() is None}
+        tasks = {name: p.pid for name, p in self._processes.items() if p.poll() is None}
+        workers = self._job.target_workers if self._job is not None else self.spec.workers
         _write_json(state_path(self.spec.model_dir), {
             "running": running and not self._stopping.is_set(), "launcher_pid": os.getpid(),
-            "workers": self._target_workers, "max_workers": self.plan.max_workers, "tasks": tasks,
+            "workers": workers, "max_workers": self.plan.max_workers, "tasks": tasks,
             "shard_service": self.plan.shard_service})
+
+
+def _terminate(processes: list[subprocess.Popen], grace_secs: float) -> None:
+    """SIGTERM to each, then SIGKILL to those still running after `grace_secs`."""
+    for process in processes:
+        process.terminate()
+    deadline = time.monotonic() + grace_secs
+    for process in processes:
+        try:
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -19,6 +19,16 @@ from elastimator.errors import ClusterError
 ROLES = ("ps", "chief", "worker", "evaluator")
 
 
+def reachable(address: str, timeout_secs: float = 1.0) -> bool:
+    """Whether a "host:port" accepts TCP connections now."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_secs):
+            return True
+    except OSError:
+        return False
+
+
 def _bindable(host: str, port: int) -> bool:
     with socket.socket() as probe:
         try:

@@ -19,7 +19,9 @@ from elastimator.data import reader as readers
 from elastimator.data.column import Column, check_columns
 from elastimator.data.file_reader import FileReader
 from elastimator.data.parsing import _FLOAT, _INT, SPARSE_DELIM, BadRecordTally, FilledFields, RecordParser
+from elastimator.elastic.shards import SHARD_TAG
 from elastimator.errors import ConfError, ElastimatorError, ReaderError
+from elastimator.estimator.training_step import StepInput
 
 logger = logging.getLogger("elastimator")
 _READ_AHEAD = 1 << 20
@@ -327,27 +329,22 @@ class DataSetInput:
 
 
 def _tagged(parser: RecordParser):
-    """Parses a tagged batch and carries its tag in the features, for the engine to take out."""
-    from elastimator.estimator.calls import CONSUMED_KEY
-
+    """Parses a tagged batch; the tag goes with it as a step output, for the hook that reports the batch."""
     def parse(sources, numbers, texts, tag):
         parsed = parser(sources, numbers, texts)
         features, labels = parsed if isinstance(parsed, tuple) else (parsed, None)
-        features = dict(features, **{CONSUMED_KEY: tag})
-        return (features, labels) if labels is not None else features
+        return StepInput(features, labels, {SHARD_TAG: tag})
 
     return parse
 
 
 def _still_leased(feed):
     """A filter keeping the batches whose shard lease the service has not taken back."""
-    from elastimator.estimator.calls import CONSUMED_KEY
-
     def current(tag):
         return feed.is_current(int(tag[1]))
 
-    def keep(features, labels=None):
-        kept = tf.py_function(current, [features[CONSUMED_KEY]], tf.bool, name="still_leased")
+    def keep(element: StepInput):
+        kept = tf.py_function(current, [element.step_outputs[SHARD_TAG]], tf.bool, name="still_leased")
         kept.set_shape([])
         return kept
 

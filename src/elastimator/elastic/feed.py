@@ -27,8 +27,9 @@ import tensorflow as tf
 
 from elastimator.data import reader as readers
 from elastimator.data.parsing import BAD_RECORDS_HINT
-from elastimator.elastic.service import ShardClient
+from elastimator.elastic.client import ShardClient
 from elastimator.elastic.shards import (
+    SHARD_TAG,
     Assigned,
     DatasetSpec,
     Drained,
@@ -39,7 +40,7 @@ from elastimator.elastic.shards import (
 )
 from elastimator.errors import ReaderError
 from elastimator.estimator import checkpoints
-from elastimator.estimator.calls import CONSUMED_COLLECTION, FINISHED_IN_CALL_COLLECTION
+from elastimator.estimator.training_step import TrainingStep
 
 logger = logging.getLogger("elastimator")
 ENV_ADDRESS = "ELASTIMATOR_SHARD_SERVICE"
@@ -47,8 +48,6 @@ ENV_TOKEN = "ELASTIMATOR_JOB_TOKEN"
 ENV_WORKER_TIMEOUT = "ELASTIMATOR_WORKER_TIMEOUT_SECS"
 ENV_STANDALONE = "ELASTIMATOR_SHARD_SERVICE_STANDALONE"
 ENV_LISTEN = "ELASTIMATOR_SHARD_SERVICE_LISTEN"
-FIRST_BATCH_LOG = "trained its first batch"
-"""In the line a trainer logs after its first reported step; the launcher times replacements by it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,7 +210,7 @@ class ShardFeed:
             self.client.report(self.dataset.name, shard_id, records, lease=lease, offset=offset)
             if not self._reported:
                 self._reported = True
-                logger.info("%s %s (shard %d of %s).", self.client.worker, FIRST_BATCH_LOG, shard_id,
+                logger.info("%s trained its first batch (shard %d of %s).", self.client.worker, shard_id,
                             self.dataset.name)
         except ShardServiceError as e:
             if "held by" not in str(e):
@@ -229,23 +228,24 @@ class ShardFeed:
 
 
 class ShardReportHook(tf.compat.v1.train.SessionRunHook):
-    """Reports each batch's records to the service after the step that trained them."""
+    """Reports each batch's records to the service after the step that trained them.
 
-    def __init__(self, feed: ShardFeed):
+    Built from the training step (`StepHook(lambda step: ShardReportHook(feed, step))`): it fetches the
+    step's shard tags, one row per step of the call.
+    """
+
+    def __init__(self, feed: ShardFeed, step: TrainingStep):
+        if SHARD_TAG not in step.outputs:
+            raise ReaderError("ShardReportHook: the input declares no shard tags; use a DataSetInput with a "
+                              "ShardFeed.")
         self._feed = feed
-
-    def begin(self):
-        tokens = tf.compat.v1.get_collection(CONSUMED_COLLECTION)
-        if not tokens:
-            raise ReaderError("ShardReportHook: the input carries no shard tags; use a DataSetInput with a ShardFeed.")
-        self._token = tokens[0]
-        finished = tf.compat.v1.get_collection(FINISHED_IN_CALL_COLLECTION)
-        self._finished = finished[0] if finished else None
+        self._tags = step.outputs[SHARD_TAG]
+        self._finished = step.finished_outputs.get(SHARD_TAG)
         self._in_call = False
 
     def before_run(self, run_context):
         self._in_call = True
-        return tf.compat.v1.train.SessionRunArgs(self._token)
+        return tf.compat.v1.train.SessionRunArgs(self._tags)
 
     def after_run(self, run_context, run_values):
         self._in_call = False
@@ -254,7 +254,7 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
     def end(self, session):
         if self._in_call and self._finished is not None:
             # The last call of several steps ended part way, when the input ran out: its finished steps
-            # trained their batches but the call returned no tags.
+            # trained their batches, but the call returned no tags.
             self._report(session.run(self._finished))
         self._feed.leave()
 

@@ -1,4 +1,4 @@
-"""The shard service: the shard book behind a gRPC endpoint, plus its client.
+"""The shard service: the shard book behind a gRPC endpoint (its client is `elastic/client.py`).
 
 Messages are JSON objects (never pickle). Every call carries the job token in
 the `x-elastimator-token` metadata; a wrong or missing token is refused with
@@ -31,7 +31,7 @@ import secrets
 import threading
 import time
 from concurrent import futures
-from typing import Any, Callable
+from typing import Callable
 
 import grpc
 
@@ -44,7 +44,6 @@ from elastimator.elastic.shards import (
     Finished,
     ShardBook,
     ShardServiceError,
-    Wait,
 )
 from elastimator.estimator import checkpoints
 
@@ -87,7 +86,15 @@ class ShardService:
         """Workers that have been told the lease floor since the last rewind."""
         self._holders: set[str] = set()
         """Workers whose shards the last rewind took back."""
-        self._open = True
+        self._handing_out = True
+        """False from a resume until the chief has restored the model (`open`): shards wait until then."""
+        self._handlers: dict[str, Callable[[dict], dict]] = {
+            "add_dataset": self._add_dataset, "request": self._request, "report": self._report,
+            "bad_records": self._bad_records, "release": self._release, "heartbeat": self._heartbeat,
+            "leave": self._leave, "fail_worker": self._fail_worker, "seal": self._seal, "commit": self._commit,
+            "restore": self._restore, "status": self._status, "open": self._open_for_shards,
+            "unheard": self._unheard,
+        }
 
     def resume(self, checkpoint_step: int | None) -> bool:
         """At start: rewinds to the seal of the checkpoint training resumes from, if there is one.
@@ -102,7 +109,7 @@ class ShardService:
             self._rewind(checkpoint_step, state)
             # Workers that kept training against the parameter servers must not get new shards until the
             # chief has put the model back to this checkpoint: what they trained before that is wiped.
-            self._open = False
+            self._handing_out = False
         logger.info("Shard service resumed from the seal of checkpoint step %d; shards wait for the chief's "
                     "restore.", checkpoint_step)
         return True
@@ -112,8 +119,8 @@ class ShardService:
 
     def handle(self, method: str, request: dict) -> dict:
         """Runs one call; raises ShardServiceError for requests the book refuses."""
-        handler = getattr(self, "_open_" if method == "open" else f"_{method}", None)
-        if handler is None or method not in METHODS:
+        handler = self._handlers.get(method)
+        if handler is None:
             raise ShardServiceError(f"unknown method {method!r}; expected one of {list(METHODS)}.")
         worker = request.get("worker")
         with self._lock:
@@ -166,13 +173,13 @@ class ShardService:
         self.book.add_dataset(DatasetSpec(**spec))
         return {}
 
-    def _open_(self, request):
-        self._open = True
+    def _open_for_shards(self, request):
+        self._handing_out = True
         return {}
 
     def _request(self, request):
         worker = _field(request, "worker", str)
-        if not self._open:
+        if not self._handing_out:
             return {"decision": "wait"}
         decision = self.book.request(_field(request, "dataset", str), worker)
         if isinstance(decision, Assigned):
@@ -274,13 +281,7 @@ METHODS = ("add_dataset", "request", "report", "bad_records", "release", "heartb
 
 
 KEEPALIVE_MS = 10_000
-KEEPALIVE_OPTIONS = (("grpc.keepalive_time_ms", KEEPALIVE_MS), ("grpc.keepalive_timeout_ms", 5_000),
-                     ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0))
-"""Clients ping every 10 s and drop a connection that does not answer within 5 s; the server allows it."""
 
-BEST_EFFORT_METHODS = frozenset({"leave"})
-"""Tried once, briefly: a process on its way out must not wait for a service that may be stopping too."""
-BEST_EFFORT_TIMEOUT_SECS = 5.0
 
 
 def _field(request: dict, name: str, kind: type):
@@ -376,145 +377,3 @@ def serve(model_dir: str, token: str, host: str = "127.0.0.1", port: int = 0, wo
     latest = checkpoints.latest_checkpoint(model_dir)
     service.resume(checkpoints.step_of_path(latest) if latest else None)
     return ShardServer(service, host=host, port=port).start()
-
-
-class _GrpcTransport:
-    """Calls a remote service: JSON over gRPC, retried while the service is unreachable."""
-
-    def __init__(self, address: str, token: str, timeout_secs: float, retry_secs: float):
-        self._timeout = timeout_secs
-        self._retry_secs = retry_secs
-        self._metadata = ((TOKEN_HEADER, token),)
-        # Reconnect quickly when the service comes back with a restarted chief (gRPC's default backoff grows
-        # to minutes): a worker must hear of the rewind before the chief restores the model.
-        # Keepalive pings find a connection whose peer vanished while the network was cut (its closing never
-        # arrived): without them, every call waits on it until TCP gives up, some 15 minutes later.
-        self._channel = grpc.insecure_channel(address, options=[
-            ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.min_reconnect_backoff_ms", 200),
-            ("grpc.max_reconnect_backoff_ms", 1000), *KEEPALIVE_OPTIONS])
-        self._calls = {m: self._channel.unary_unary(f"/{SERVICE}/{m}") for m in METHODS}
-
-    def __call__(self, method: str, request: dict) -> dict:
-        payload = json.dumps(request).encode("utf-8")
-        once = method in BEST_EFFORT_METHODS
-        deadline = time.monotonic() + (0.0 if once else self._retry_secs)
-        timeout = min(self._timeout, BEST_EFFORT_TIMEOUT_SECS) if once else self._timeout
-        while True:
-            try:
-                raw = self._calls[method](payload, timeout=timeout, metadata=self._metadata, wait_for_ready=True)
-                return json.loads(raw.decode("utf-8"))
-            except grpc.RpcError as e:
-                retry = e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
-                if not retry or time.monotonic() >= deadline:
-                    raise ShardServiceError(f"shard service {method} failed: {e.code().name}: {e.details()}") from None
-                logger.info("Shard service unreachable (%s); retrying %s.", e.code().name, method)
-                time.sleep(0.5)
-
-    def close(self) -> None:
-        self._channel.close()
-
-
-class _InProcessTransport:
-    """Calls a service living in this process (the chief's): no serialization, no network, same errors."""
-
-    def __init__(self, service: ShardService):
-        self._service = service
-
-    def __call__(self, method: str, request: dict) -> dict:
-        return self._service.handle(method, request)
-
-    def close(self) -> None:
-        pass
-
-
-class ShardClient:
-    """A worker's (or the chief's) connection to the shard service.
-
-    Calls that find the service unreachable (it is restarting with the chief)
-    are retried for up to `retry_secs`; every call is safe to repeat. The
-    process that hosts the service talks to it directly (`in_process`).
-    """
-
-    def __init__(self, address: str, token: str, worker: str, timeout_secs: float = 30.0,
-                 retry_secs: float = 120.0):
-        self.worker = worker
-        self.lease_floor: int | None = None
-        """The lease floor of the service's latest reply (None before the first)."""
-        self._transport: _GrpcTransport | _InProcessTransport = _GrpcTransport(address, token, timeout_secs,
-                                                                               retry_secs)
-
-    @classmethod
-    def in_process(cls, service: ShardService, worker: str) -> "ShardClient":
-        """A client of a service in this process: the same calls, without gRPC's per-call cost."""
-        client = cls.__new__(cls)
-        client.worker = worker
-        client.lease_floor = None
-        client._transport = _InProcessTransport(service)
-        return client
-
-    def call(self, method: str, **request: Any) -> dict:
-        request.setdefault("worker", self.worker)
-        reply = self._transport(method, request)
-        self.lease_floor = reply.get("lease_floor", self.lease_floor)
-        return reply
-
-    def add_dataset(self, spec: DatasetSpec) -> None:
-        self.call("add_dataset", dataset=dataclasses.asdict(spec))
-
-    def request(self, dataset: str) -> Assigned | Wait | Drained | Finished | Failed:
-        reply = self.call("request", dataset=dataset)
-        if reply["decision"] == "assigned":
-            return Assigned(reply["shard_id"], reply["epoch"], reply["start"], reply["end"], reply["lease"])
-        if reply["decision"] == "failed":
-            return Failed(reply["message"])
-        return {"wait": Wait, "drained": Drained}.get(reply["decision"], Finished)()
-
-    def bad_records(self, dataset: str, records: list[tuple[str, str]], limit: int) -> tuple[int, str | None]:
-        """Adds malformed records (where, why) to the job-wide count; returns it, and why the data set failed
-        once the count passes `limit`."""
-        reply = self.call("bad_records", dataset=dataset, records=[list(r) for r in records], limit=limit)
-        return reply["count"], reply["failure"]
-
-    def report(self, dataset: str, shard_id: int, consumed: int, *, offset: int, lease: int | None = None,
-               poll_secs: float = 0.01) -> None:
-        """Reports trained records; while the chief saves a checkpoint, waits for it (see the module doc)."""
-        while self.call("report", dataset=dataset, shard_id=shard_id, consumed=consumed, lease=lease,
-                        offset=offset).get("sealing"):
-            time.sleep(poll_secs)
-
-    def release(self, dataset: str, shard_id: int, lease: int) -> bool:
-        """Gives back a shard this worker holds and will not train."""
-        return self.call("release", dataset=dataset, shard_id=shard_id, lease=lease)["released"]
-
-    def heartbeat(self) -> None:
-        self.call("heartbeat")
-
-    def leave(self) -> int:
-        """This worker's training ended on purpose: its unfinished shards go back now, with no warning."""
-        return self.call("leave")["returned"]
-
-    def fail_worker(self, worker: str) -> int:
-        return self.call("fail_worker", failed_worker=worker)["returned"]
-
-    def seal(self, checkpoint_step: int | None = None) -> int:
-        return self.call("seal", checkpoint_step=checkpoint_step)["seal_id"]
-
-    def commit(self, seal_id: int, checkpoint_step: int) -> None:
-        self.call("commit", seal_id=seal_id, checkpoint_step=checkpoint_step)
-
-    def restore(self, checkpoint_step: int) -> None:
-        self.call("restore", checkpoint_step=checkpoint_step)
-
-    def open(self) -> None:
-        """Chief: the model is at the checkpoint the service resumed from; hand out shards again."""
-        self.call("open")
-
-    def status(self, dataset: str) -> dict:
-        return self.call("status", dataset=dataset)
-
-    def unheard(self) -> list[str]:
-        """The workers whose shards the last rewind took back and that have not called the service since."""
-        return self.call("unheard")["unheard"]
-
-    def close(self) -> None:
-        self._transport.close()

@@ -36,6 +36,10 @@ from typing import Any
 from elastimator.elastic.permutation import Permutation
 from elastimator.errors import ElastimatorError
 
+SHARD_TAG = "shard_tag"
+"""The step output an elastic input declares for each batch (`training_step.StepInput`): int64
+[shard id, lease, first record, records], which the report hook sends once the step has trained the batch."""
+
 _STATE_VERSION = 2
 
 

@@ -13,15 +13,9 @@ import tensorflow as tf
 from elastimator.errors import InputFnError, ModelFnError
 from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.estimator.spec import EstimatorSpec
+from elastimator.estimator.training_step import StepInput
 
 _MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config")
-CONSUMED_KEY = "__elastimator_consumed__"
-"""A feature an input may carry to say which records a batch holds ([shard id, lease, first record, records]); the engine
-takes it out of the features before model_fn and puts it in the CONSUMED_COLLECTION for hooks."""
-CONSUMED_COLLECTION = "elastimator_consumed"
-FINISHED_IN_CALL_COLLECTION = "elastimator_finished_in_call"
-"""With several steps per session call: a variable with the tags of the call's steps that finished, read when a call
-fails part way (its input ran out) and so returns no tags."""
 _INPUT_FN_ARGS = ("mode", "params", "config", "input_context")
 
 
@@ -72,6 +66,8 @@ class InputResult:
     features: Any
     labels: Any
     hooks: tuple = ()
+    step_outputs: dict = dataclasses.field(default_factory=dict)
+    """What the input declared for hooks next to its features (see `training_step.StepInput`)."""
 
 
 class DatasetInitializerHook(tf.compat.v1.train.SessionRunHook):
@@ -111,10 +107,10 @@ def call_input_fn(input_fn: Callable, mode: str, params: dict, config) -> InputR
         iterator = tf.compat.v1.data.make_initializable_iterator(result)
         hooks = (DatasetInitializerHook(iterator),)
         result = iterator.get_next()
+    if isinstance(result, StepInput):
+        return InputResult(features=result.features, labels=result.labels, hooks=hooks,
+                           step_outputs=dict(result.step_outputs))
     features, labels = _split(result, input_fn)
-    if isinstance(features, dict) and CONSUMED_KEY in features:
-        features = dict(features)
-        tf.compat.v1.add_to_collection(CONSUMED_COLLECTION, features.pop(CONSUMED_KEY))
     return InputResult(features=features, labels=labels, hooks=hooks)
 
 

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from elastimator.errors import NanLossError
 from elastimator.estimator import checkpoints
+from elastimator.estimator.training_step import StepHook
 
 logger = logging.getLogger("elastimator")
 
@@ -77,11 +78,12 @@ class StopAfterStepsHook(tf.compat.v1.train.SessionRunHook):
             run_context.request_stop()
 
 
-def check_hooks(name: str, hooks, error: type[Exception] = TypeError) -> list:
-    """Returns `hooks` as a list, raising `error` if any is not a SessionRunHook."""
+def check_hooks(name: str, hooks, error: type[Exception] = TypeError, training: bool = False) -> list:
+    """Returns `hooks` as a list, raising `error` if any is not a SessionRunHook (or, for training, a StepHook)."""
     hooks = list(hooks or [])
+    kinds = (tf.compat.v1.train.SessionRunHook, StepHook) if training else tf.compat.v1.train.SessionRunHook
     for hook in hooks:
-        if not isinstance(hook, tf.compat.v1.train.SessionRunHook):
+        if not isinstance(hook, kinds):
             raise error(f"{name} must be tf.compat.v1.train.SessionRunHook instances; got {type(hook).__name__}.")
     return hooks
 

@@ -17,10 +17,6 @@ from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.estimator.run_config import RunConfig
 from elastimator.estimator.spec import EstimatorSpec
 
-TRAIN_LOSS_COLLECTION = "elastimator_train_loss"
-"""Graph collection holding the TRAIN EstimatorSpec's loss, for hooks that report it."""
-
-
 @dataclasses.dataclass(frozen=True)
 class ModelGraph:
     """The current graph's model for one mode, ready for a session."""
@@ -30,17 +26,26 @@ class ModelGraph:
     features: Any
     labels: Any
     input_hooks: tuple = ()
+    step_outputs: dict = dataclasses.field(default_factory=dict)
+    """Per-batch tensors the input declared for hooks (`training_step.StepInput`), by name."""
 
 
-def _seed(seed: int) -> None:
-    """Seeds the graph, Python's and NumPy's generators, and whichever Keras is loaded.
+@contextlib.contextmanager
+def _seeded(seed: int | None):
+    """Seeds the graph, Python's and NumPy's generators, and whichever Keras is loaded, while a graph builds.
 
     Keras initializers draw their own seeds (from Python's `random` unless
     Keras was seeded), so a graph-level seed alone would not make two runs
     with the same `tf_random_seed` start from the same weights. A Keras that a
     model_fn imports later draws from the seeded `random` too; importing both
-    Keras versions here would cost every seeded job about 200 MB.
+    Keras versions here would cost every seeded job about 200 MB. Python's and
+    NumPy's generators are given back as they were once the graph is built:
+    the program's own draws do not depend on how often it trained.
     """
+    if seed is None:
+        yield
+        return
+    python_state, numpy_state = random.getstate(), np.random.get_state()
     random.seed(seed)
     np.random.seed(seed)
     for name in ("keras", "tf_keras"):
@@ -48,6 +53,11 @@ def _seed(seed: int) -> None:
         if module is not None and hasattr(module, "utils"):
             module.utils.set_random_seed(seed)
     tf.compat.v1.set_random_seed(seed)
+    try:
+        yield
+    finally:
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
 
 
 def build_for(estimator, mode: str, input_fn: Callable) -> ModelGraph:
@@ -74,18 +84,22 @@ def build(
     them). `place_on_cluster=False` ignores the cluster's device placement
     (export runs in a local session).
     """
+    with _seeded(config.tf_random_seed):
+        return _build(model_fn, params, config, mode, input_fn, features, labels, place_on_cluster)
+
+
+def _build(model_fn, params, config, mode, input_fn, features, labels, place_on_cluster) -> ModelGraph:
     graph = tf.compat.v1.get_default_graph()
-    if config.tf_random_seed is not None:
-        _seed(config.tf_random_seed)
     device_fn = config.effective_device_fn() if place_on_cluster else None
     on_devices = lambda: tf.compat.v1.device(device_fn) if device_fn else contextlib.nullcontext()  # noqa: E731
     with on_devices():
         global_step = tf.compat.v1.train.get_or_create_global_step()
     input_hooks: tuple = ()
+    step_outputs: dict = {}
     input_start = state_updates.last_op_id(graph)
     if input_fn is not None:
         result = calls.call_input_fn(input_fn, mode, params or {}, config)
-        features, labels, input_hooks = result.features, result.labels, result.hooks
+        features, labels, input_hooks, step_outputs = result.features, result.labels, result.hooks, result.step_outputs
     model_start = state_updates.last_op_id(graph)
     num_ps = config.num_ps_replicas if device_fn is not None and config.cluster.is_distributed else 0
     with on_devices(), fused_updates.fused_sparse_adam(config.fuse_sparse_updates), \
@@ -98,5 +112,5 @@ def build(
         spec = keras_traps.attach_dangling_updates(spec, graph, model_start, input_ops)
         keras_traps.check_regularization(spec, graph)
         tf.compat.v1.summary.scalar("loss", spec.loss)
-        tf.compat.v1.add_to_collection(TRAIN_LOSS_COLLECTION, spec.loss)
-    return ModelGraph(spec=spec, global_step=global_step, features=features, labels=labels, input_hooks=input_hooks)
+    return ModelGraph(spec=spec, global_step=global_step, features=features, labels=labels, input_hooks=input_hooks,
+                      step_outputs=step_outputs)

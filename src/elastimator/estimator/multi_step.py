@@ -34,11 +34,12 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
+from elastimator.estimator.training_step import TrainingStep
 
 _PLACEHOLDERS = frozenset({"Placeholder", "PlaceholderV2", "PlaceholderWithDefault"})
 _V1_CONTROL_FLOW = frozenset({"Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration",
@@ -153,18 +154,8 @@ def step_after_call() -> tf.Tensor:
     return tf.compat.v1.train.get_global_step()
 
 
-@dataclasses.dataclass(frozen=True)
-class StepTags:
-    """A per-batch input tag (the elastic input's shard tag) for every step of a call."""
-
-    all: tf.Tensor
-    """The tags of the call's steps, in order ([k, 4]); fetch it with the train_op."""
-    finished: tf.Variable
-    """The tags of the loop's steps that finished, for a call that fails part way (its input ran out)."""
-
-
 def build(*, train_op, loss: tf.Tensor, global_step: tf.Variable, steps: int,
-          tags: tf.Tensor | None = None) -> tuple[Execution, StepTags | None]:
+          outputs: Mapping[str, tf.Tensor] | None = None) -> tuple[Execution, TrainingStep]:
     """Makes the current graph run up to `steps` training steps per call of `train_op` (see the module doc).
 
     Args:
@@ -172,29 +163,34 @@ def build(*, train_op, loss: tf.Tensor, global_step: tf.Variable, steps: int,
         loss: the step's loss; its value is the last step's.
         global_step: the global step variable.
         steps: the most steps per call (> 1).
-        tags: a per-batch tensor of the input (the elastic input's shard tag, shape [4]) whose values
-            the hooks need for every step of a call.
+        outputs: per-step tensors (with static shapes) that hooks need for every step of a call; what they
+            mean is the input's business.
 
     Returns:
-        The Execution, and the tags of every step of a call when `tags` was given.
+        The Execution, and the TrainingStep with every output stacked over the call's steps.
     """
+    outputs = dict(outputs or {})
+    for name, value in outputs.items():
+        if not value.shape.is_fully_defined():
+            raise ConfigError(f"steps_per_execution > 1 stacks each step output, so it needs a static shape; "
+                              f"step output {name!r} has shape {value.shape}. Set its shape (tf.ensure_shape), or "
+                              "use steps_per_execution=1.")
     train = train_op if isinstance(train_op, tf.Operation) else train_op.op
-    ops = step_ops([train, loss.op] + ([tags.op] if tags is not None else []))
+    ops = step_ops([train, loss.op] + [value.op for value in outputs.values()])
     # One step unless fed: the hooks' own reads of the global step (which wait for the loop) then run no loop.
     size = tf.compat.v1.placeholder_with_default(tf.constant(1, tf.int32), [], name="steps_per_execution/size")
-    finished = None
-    if tags is not None:
-        finished = tf.compat.v1.Variable(
-            tf.zeros([0, 4], tags.dtype), shape=tf.TensorShape([None, 4]), trainable=False,
-            collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES], name="steps_per_execution/finished_tags")
+    finished = {name: tf.compat.v1.Variable(
+        tf.zeros([0, *value.shape], value.dtype), shape=tf.TensorShape([None, *value.shape]), trainable=False,
+        collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES], name=f"steps_per_execution/finished/{name}")
+        for name, value in outputs.items()}
 
     def body(i):
         copies = _copy(ops)
         done = [copies[train]]
-        if finished is not None:
-            tag = tf.reshape(copies[tags.op].outputs[tags.value_index], [1, 4])
-            with tf.control_dependencies(done):
-                done = [finished.assign(tf.concat([finished.read_value(), tag], 0))]
+        for name, value in outputs.items():  # each step's row, kept once the step has run
+            row = tf.expand_dims(copies[value.op].outputs[value.value_index], 0)
+            with tf.control_dependencies([copies[train]]):
+                done.append(finished[name].assign(tf.concat([finished[name].read_value(), row], 0)))
         with tf.control_dependencies(done):
             return i + 1
 
@@ -209,16 +205,18 @@ def build(*, train_op, loss: tf.Tensor, global_step: tf.Variable, steps: int,
             op._add_control_input(step_read.op)  # pylint: disable=protected-access
     tf.compat.v1.get_default_graph().get_collection_ref(_GLOBAL_STEP_READ_KEY)[:] = [step_read]
     execution = Execution(steps=steps, size=size, step_read=step_read, global_step=global_step)
-    if tags is None:
-        return execution, None
-    with tf.control_dependencies([looped]):
-        call_tags = tf.concat([finished.read_value(), tf.reshape(tags, [1, 4])], 0)
-    # Emptied once read, in the same call: after a call that fails part way it holds just that call's steps.
-    with tf.control_dependencies([call_tags]):
-        emptied = finished.assign(tf.zeros([0, 4], tags.dtype))
-    with tf.control_dependencies([emptied]):
-        call_tags = tf.identity(call_tags, name="steps_per_execution/tags")
-    return execution, StepTags(all=call_tags, finished=finished)
+    stacked = {}
+    for name, value in outputs.items():
+        with tf.control_dependencies([looped]):
+            rows = tf.concat([finished[name].read_value(), tf.expand_dims(value, 0)], 0)
+        # Emptied once read, in the same call: after a call that fails part way it holds just that call's steps.
+        with tf.control_dependencies([rows]):
+            emptied = finished[name].assign(tf.zeros([0, *value.shape], value.dtype))
+        with tf.control_dependencies([emptied]):
+            stacked[name] = tf.identity(rows, name=f"steps_per_execution/outputs/{name}")
+    step = TrainingStep(loss=loss, global_step=tf.add(step_read, 1, name="step_after_call"), outputs=stacked,
+                        finished_outputs={name: variable.value() for name, variable in finished.items()})
+    return execution, step
 
 
 class ExecutionPlanHook(tf.compat.v1.train.SessionRunHook):

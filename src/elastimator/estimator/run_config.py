@@ -1,32 +1,21 @@
 """`RunConfig`: how an Estimator runs, and where it sits in a cluster.
 
-This is the only module that reads the `TF_CONFIG` environment variable. The
-parsed cluster lives in a `ClusterInfo` on the config, so the rest of the
-package asks the config, never the environment.
+The cluster comes from `TF_CONFIG` (parsed by `tf_config.py`) and lives in a
+`ClusterInfo` on the config, so the rest of the package asks the config, never
+the environment.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
 from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
+from elastimator.estimator.tf_config import LOCAL_JOB_TF_CONFIG, ClusterInfo, TaskType, parse_cluster, read_tf_config
 
-
-class TaskType:
-    """Roles a process can have in a `TF_CONFIG` cluster."""
-
-    CHIEF = "chief"
-    WORKER = "worker"
-    PS = "ps"
-    EVALUATOR = "evaluator"
-    MASTER = "master"
-
-    ALL = (CHIEF, WORKER, PS, EVALUATOR, MASTER)
+__all__ = ["LOCAL_JOB_TF_CONFIG", "RunConfig", "TaskType"]
 
 
 class _UseDefault:
@@ -39,188 +28,6 @@ class _UseDefault:
 USE_DEFAULT: Any = _UseDefault()
 _DEFAULT_SAVE_CHECKPOINTS_SECS = 600
 _GRPC = "grpc://"
-
-
-@dataclasses.dataclass(frozen=True)
-class ClusterInfo:
-    """Where this process sits in the cluster described by `TF_CONFIG`."""
-
-    cluster_spec: tf.train.ClusterSpec
-    task_type: str
-    task_id: int
-    master: str
-    evaluation_master: str
-    is_chief: bool
-    num_ps_replicas: int
-    num_worker_replicas: int
-    global_id_in_cluster: int
-    service: Mapping[str, Any] | None
-
-    @property
-    def is_distributed(self) -> bool:
-        return bool(self.cluster_spec.as_dict()) and self.task_type != TaskType.EVALUATOR
-
-
-_LOCAL = ClusterInfo(
-    cluster_spec=tf.train.ClusterSpec({}),
-    task_type=TaskType.WORKER,
-    task_id=0,
-    master="",
-    evaluation_master="",
-    is_chief=True,
-    num_ps_replicas=0,
-    num_worker_replicas=1,
-    global_id_in_cluster=0,
-    service=None,
-)
-
-
-def _tf_config_error(problem: str, tf_config: Mapping[str, Any]) -> ConfigError:
-    example = (
-        '{"cluster": {"chief": ["localhost:2222"], "worker": ["localhost:2223"], '
-        '"ps": ["localhost:2224"]}, "task": {"type": "worker", "index": 0}}'
-    )
-    return ConfigError(
-        f"TF_CONFIG is invalid: {problem}. Received: {json.dumps(dict(tf_config))}. "
-        f"Expected a JSON object like {example}; an evaluator is not listed in "
-        '"cluster" and uses {"task": {"type": "evaluator", "index": 0}}.'
-    )
-
-
-def read_tf_config() -> dict[str, Any]:
-    """Returns the parsed `TF_CONFIG` environment variable ({} when unset)."""
-    raw = os.environ.get("TF_CONFIG", "")
-    if not raw.strip():
-        return {}
-    try:
-        parsed = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise ConfigError(
-            f"TF_CONFIG is not valid JSON ({e.msg} at position {e.pos}). Received: {raw!r}. "
-            "Set it with json.dumps({...}) or unset it for local training."
-        ) from None
-    if not isinstance(parsed, dict):
-        raise ConfigError(f"TF_CONFIG must be a JSON object; got {type(parsed).__name__}: {raw!r}.")
-    return with_worker_slots(parsed, os.environ.get(WORKER_SLOTS_ENV, ""))
-
-
-WORKER_SLOTS_ENV = "ELASTIMATOR_WORKER_SLOTS"
-
-
-def with_worker_slots(tf_config: dict[str, Any], slots_json: str) -> dict[str, Any]:
-    """TF_CONFIG with its worker list widened to every slot scaling may fill (ELASTIMATOR_WORKER_SLOTS).
-
-    A Kubernetes TFJob's TF_CONFIG lists the workers of the moment; the
-    parameter servers must also be able to reach workers added later, whose
-    addresses are known in advance (cluster/k8s.py writes the slot list).
-    """
-    if not slots_json.strip() or not isinstance(tf_config.get("cluster"), dict):
-        return tf_config
-    try:
-        slots = json.loads(slots_json)
-    except json.JSONDecodeError:
-        slots = None
-    if not isinstance(slots, list) or not all(isinstance(a, str) for a in slots):
-        raise ConfigError(f'{WORKER_SLOTS_ENV} must be a JSON list of "host:port" strings; got {slots_json!r}.')
-    workers = tf_config["cluster"].get(TaskType.WORKER, [])
-    if slots[:len(workers)] != workers:
-        raise ConfigError(f"{WORKER_SLOTS_ENV} must start with TF_CONFIG's workers {workers}; got {slots}.")
-    return dict(tf_config, cluster=dict(tf_config["cluster"], **{TaskType.WORKER: slots}))
-
-
-LOCAL_JOB_TF_CONFIG = {"cluster": {"ps": [], "worker": []}, "task": {"type": "chief", "index": 0}}
-"""What `elastimator run` puts in TF_CONFIG when it is unset: this one process is the chief; there are no
-parameter servers and no other workers. Confs written for DLRover's trainer (which always set TF_CONFIG) size
-their models from it, e.g. `len(TF_CONFIG["cluster"]["ps"])` partitions."""
-
-
-def parse_cluster(tf_config: Mapping[str, Any]) -> ClusterInfo:
-    """Turns a `TF_CONFIG` dict into a `ClusterInfo`, checking every rule.
-
-    Raises:
-        ConfigError: with the rule that was broken and how to fix it.
-    """
-    unknown = set(tf_config) - {"cluster", "task", "environment", "rpc_layer", "session_master", "service"}
-    if unknown:
-        raise _tf_config_error(f"unknown top-level keys {sorted(unknown)}", tf_config)
-    cluster = tf_config.get("cluster") or {}
-    task = tf_config.get("task") or {}
-    if not isinstance(cluster, dict) or not isinstance(task, dict):
-        raise _tf_config_error('"cluster" and "task" must be JSON objects', tf_config)
-    for job, addresses in cluster.items():
-        if job not in TaskType.ALL:
-            raise _tf_config_error(
-                f'unknown role {job!r} in "cluster"; expected one of {list(TaskType.ALL)}', tf_config
-            )
-        if not isinstance(addresses, list) or not all(isinstance(a, str) for a in addresses):
-            raise _tf_config_error(f'cluster["{job}"] must be a list of "host:port" strings', tf_config)
-    cluster = {job: addresses for job, addresses in cluster.items() if addresses}  # a role with no task is absent
-    service = tf_config.get("service")
-    if service is not None and not isinstance(service, dict):
-        raise _tf_config_error('"service" must be a JSON object (tf.estimator passes it on as RunConfig.service)',
-                               tf_config)
-    task_type = task.get("type")
-    if not cluster:
-        if task_type not in (None, TaskType.WORKER, TaskType.CHIEF):
-            raise _tf_config_error(f'task type {task_type!r} needs a "cluster"', tf_config)
-        return _LOCAL if service is None else dataclasses.replace(_LOCAL, service=service)
-    if task_type is None:
-        raise _tf_config_error('"cluster" is set but "task" has no "type"', tf_config)
-    if task_type not in TaskType.ALL:
-        raise _tf_config_error(f"unknown task type {task_type!r}; expected one of {list(TaskType.ALL)}", tf_config)
-    task_id = task.get("index", 0)
-    if not isinstance(task_id, int) or isinstance(task_id, bool) or task_id < 0:
-        raise _tf_config_error(f'task "index" must be a non-negative integer, got {task_id!r}', tf_config)
-    spec = tf.train.ClusterSpec(cluster)
-    workers = len(cluster.get(TaskType.WORKER, []))
-    num_ps = len(cluster.get(TaskType.PS, []))
-
-    if task_type == TaskType.EVALUATOR:
-        if TaskType.EVALUATOR in cluster:
-            raise _tf_config_error('the evaluator must not be listed in "cluster"', tf_config)
-        if task_id != 0:
-            raise _tf_config_error(f"only one evaluator is supported; its index must be 0, got {task_id}", tf_config)
-        return ClusterInfo(
-            cluster_spec=spec, task_type=task_type, task_id=0, master="", evaluation_master="",
-            is_chief=False, num_ps_replicas=0, num_worker_replicas=0, global_id_in_cluster=-1,
-            service=service,
-        )
-    if task_type not in cluster:
-        raise _tf_config_error(f'task type {task_type!r} is not a role in "cluster"', tf_config)
-    if task_id >= len(cluster[task_type]):
-        raise _tf_config_error(
-            f'task index {task_id} is out of range: cluster["{task_type}"] has '
-            f"{len(cluster[task_type])} address(es)",
-            tf_config,
-        )
-    chief_role = TaskType.CHIEF if TaskType.CHIEF in cluster else TaskType.MASTER
-    if chief_role not in cluster:
-        raise _tf_config_error('a "cluster" must have exactly one "chief" task', tf_config)
-    if len(cluster[chief_role]) != 1:
-        raise _tf_config_error(f'"{chief_role}" must have exactly one address', tf_config)
-    if TaskType.CHIEF in cluster and TaskType.MASTER in cluster:
-        raise _tf_config_error('use either "chief" or the legacy "master" role, not both', tf_config)
-    ordered = [chief_role] + sorted(j for j in cluster if j != chief_role)
-    global_id = 0
-    for job in ordered:
-        if job == task_type:
-            global_id += task_id
-            break
-        global_id += len(cluster[job])
-    rpc_layer = tf_config.get("rpc_layer", "grpc")
-    address = cluster[task_type][task_id]
-    return ClusterInfo(
-        cluster_spec=spec,
-        task_type=task_type,
-        task_id=task_id,
-        master=f"{rpc_layer}://{address}" if task_type != TaskType.PS else "",
-        evaluation_master="",
-        is_chief=task_type == chief_role,
-        num_ps_replicas=num_ps,
-        num_worker_replicas=1 + workers,
-        global_id_in_cluster=global_id,
-        service=service,
-    )
 
 
 def default_session_config(cluster: ClusterInfo) -> tf.compat.v1.ConfigProto:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-import socket
 import time
 
 import tensorflow as tf
 
+from elastimator.cluster.plan import reachable
 from elastimator.errors import ClusterError
 from elastimator.estimator import checkpoints
 
@@ -74,16 +74,6 @@ def restoring_session_creator(spec, config, checkpoint: str | None, master: str)
         scaffold=make_scaffold(spec, config), master=master,
         config=config.effective_session_config(), checkpoint_filename_with_path=checkpoint,
     )
-
-
-def reachable(address: str, timeout_secs: float = 1.0) -> bool:
-    """Whether a "host:port" accepts TCP connections now."""
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_secs):
-            return True
-    except OSError:
-        return False
 
 
 def wait_for_tasks(config, job: str, timeout_secs: float, log_every_secs: float = 10.0) -> None:

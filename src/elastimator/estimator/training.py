@@ -9,9 +9,10 @@ import tensorflow as tf
 
 from elastimator.embedding import eviction as embedding_eviction
 from elastimator.errors import ConfigError
-from elastimator.estimator import calls, checkpoints, interrupt, model_graph, multi_step, sessions
+from elastimator.estimator import checkpoints, interrupt, model_graph, multi_step, sessions, training_step
 from elastimator.estimator import hooks as engine_hooks
 from elastimator.estimator.mode_keys import ModeKeys
+from elastimator.estimator.training_step import TrainingStep
 
 logger = logging.getLogger("elastimator")
 
@@ -24,16 +25,14 @@ def _check_steps(steps, max_steps) -> None:
             raise ConfigError(f"train: {name} must be a positive int or None; got {value!r}.")
 
 
-def _default_hooks(graph: model_graph.ModelGraph, scaffold, config, model_dir, saving_listeners,
+def _default_hooks(step: TrainingStep, scaffold, config, model_dir, saving_listeners,
                    plan: multi_step.ExecutionPlanHook | None) -> list:
-    spec = graph.spec
-    step = multi_step.step_after_call()
     # Order matters: the plan sizes the call before anything asks where it ends, and the NaN check
     # runs before the checkpoint saver in each after_run.
     hooks: list = [plan] if plan is not None else []
-    hooks.append(engine_hooks.NanLossHook(spec.loss, step, model_dir))
+    hooks.append(engine_hooks.NanLossHook(step.loss, step.global_step, model_dir))
     if config.log_step_count_steps:
-        hooks.append(engine_hooks.ProgressLogHook(spec.loss, step, config.log_step_count_steps))
+        hooks.append(engine_hooks.ProgressLogHook(step.loss, step.global_step, config.log_step_count_steps))
     if not config.is_chief:
         return hooks
     if config.log_step_count_steps:
@@ -62,20 +61,19 @@ def _default_hooks(graph: model_graph.ModelGraph, scaffold, config, model_dir, s
     return hooks
 
 
-def _plan_executions(built: model_graph.ModelGraph, config, steps, max_steps) -> multi_step.ExecutionPlanHook | None:
-    """With steps_per_execution > 1, loops the built step and returns the hook that sizes each call."""
+def _training_step(built: model_graph.ModelGraph, config, steps, max_steps,
+                   ) -> tuple[TrainingStep, multi_step.ExecutionPlanHook | None]:
+    """What one session call produces; with steps_per_execution > 1, the looped step and the hook that sizes
+    each call."""
+    spec = built.spec
     if config.steps_per_execution == 1:
-        return None
-    graph = tf.compat.v1.get_default_graph()
-    tags = graph.get_collection_ref(calls.CONSUMED_COLLECTION)
-    execution, step_tags = multi_step.build(
-        train_op=built.spec.train_op, loss=built.spec.loss, global_step=built.global_step,
-        steps=config.steps_per_execution, tags=tags[0] if tags else None)
-    if step_tags is not None:
-        tags[:] = [step_tags.all]
-        graph.add_to_collection(calls.FINISHED_IN_CALL_COLLECTION, step_tags.finished)
+        step_read = multi_step.order_step_read(built.global_step)
+        global_step = tf.add(step_read, 1, name="step_after_call")
+        return training_step.single(spec.loss, global_step, built.step_outputs), None
+    execution, step = multi_step.build(train_op=spec.train_op, loss=spec.loss, global_step=built.global_step,
+                                       steps=config.steps_per_execution, outputs=built.step_outputs)
     intervals = (config.save_checkpoints_steps, config.save_summary_steps, config.log_step_count_steps)
-    return multi_step.ExecutionPlanHook(execution, num_steps=steps, last_step=max_steps, intervals=intervals)
+    return step, multi_step.ExecutionPlanHook(execution, num_steps=steps, last_step=max_steps, intervals=intervals)
 
 
 def train(
@@ -92,7 +90,7 @@ def train(
         The loss of the last step run, or None when no step ran.
     """
     _check_steps(steps, max_steps)
-    user_hooks = engine_hooks.check_hooks("hooks", hooks)
+    user_hooks = engine_hooks.check_hooks("hooks", hooks, training=True)
     listeners = list(saving_listeners or [])
     for listener in listeners:
         if not isinstance(listener, tf.compat.v1.train.CheckpointSaverListener):
@@ -115,15 +113,14 @@ def train(
         spec = built.spec
         if latest is None and estimator.warm_start_settings is not None:
             estimator.warm_start_settings.apply()
-        plan = _plan_executions(built, config, steps, max_steps)
-        if plan is None:  # (a plan orders its own read)
-            multi_step.order_step_read(built.global_step)
+        step, plan = _training_step(built, config, steps, max_steps)
+        user_hooks = training_step.build_hooks(user_hooks, step)
         scaffold = sessions.make_scaffold(spec, config)
         # Hooks that must see a (re-)created session before anything else, the checkpoint
         # saver's save-on-create included, say so with `runs_first = True`.
         first = [h for h in user_hooks if getattr(h, "runs_first", False)]
         all_hooks = first + list(built.input_hooks) + _default_hooks(
-            built, scaffold, config, model_dir, listeners, plan)
+            step, scaffold, config, model_dir, listeners, plan)
         if plan is None and (steps is not None or max_steps is not None):
             all_hooks.append(tf.compat.v1.train.StopAtStepHook(num_steps=steps, last_step=max_steps))
         all_hooks += [h for h in user_hooks if h not in first] + list(spec.training_hooks)

@@ -18,15 +18,17 @@ import tensorflow as tf
 
 from elastimator.data.dataset import DataSetInput, serving_input_receiver_fn
 from elastimator.elastic.feed import ServiceConfig, ShardFeed, ShardReportHook, ShardRestoreHook, ShardSealListener
-from elastimator.elastic.service import ShardClient, ShardServer, serve
+from elastimator.elastic.client import ShardClient
+from elastimator.elastic.service import ShardServer, serve
 from elastimator.elastic.shards import DatasetSpec
 from elastimator.errors import ConfError
 from elastimator.estimator import checkpoints
 from elastimator.estimator.estimator import Estimator
 from elastimator.estimator.run_config import RunConfig, TaskType
+from elastimator.estimator.training_step import StepHook
 from elastimator.job import data_report
 from elastimator.job.conf import ExporterConf, JobConf
-from elastimator.job.progress import ProgressHook
+from elastimator.job.progress import ProgressHook, progress_file_hook
 from elastimator.training.exporters import Exporter
 from elastimator.training.policies import EveryNSeconds, EveryNSteps
 from elastimator.training.specs import EvalSpec, TrainSpec
@@ -145,7 +147,7 @@ def _elastic(conf: JobConf, config: RunConfig, service: ServiceConfig) -> _Elast
     dataset = DatasetSpec(name=spec.name, size=spec.reader.data_nums, shard_size=spec.shard_size or 10 * spec.batch_size,
                           epochs=spec.epoch or 1_000_000, shuffle=spec.shuffle, seed=conf.tf_random_seed or 0)
     feed = ShardFeed(client, dataset).start()
-    hooks: list = [ShardReportHook(feed)]
+    hooks: list = [StepHook(lambda step: ShardReportHook(feed, step))]
     listeners: list = []
     if config.is_chief:
         # Live workers reconnect within a second or two; one still silent after this is probably dead.
@@ -177,7 +179,10 @@ def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: b
     hooks = list(extra_hooks) + (elastic.hooks if elastic else [])
     listeners = elastic.listeners if elastic else []
     if show_progress and config.is_chief:
-        hooks.append(ProgressHook(_total_steps(conf, train)))
+        total = _total_steps(conf, train)
+        hooks.append(StepHook(lambda step: ProgressHook(step, total)))
+    if (progress := progress_file_hook()) is not None and config.task_type != TaskType.EVALUATOR:
+        hooks.append(progress)
     exporter = build_exporter(conf)
     metrics, exports = None, []
     train_spec = TrainSpec(train, max_steps=conf.max_steps, hooks=hooks, saving_listeners=listeners)

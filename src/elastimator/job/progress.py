@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from typing import TextIO
 
 import tensorflow as tf
 
-from elastimator.estimator import multi_step
-from elastimator.estimator.model_graph import TRAIN_LOSS_COLLECTION
+from elastimator.estimator.training_step import StepHook, TrainingStep
+from elastimator.job import progress_file
 
 logger = logging.getLogger("elastimator")
 _BAR = 24
@@ -42,9 +43,12 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
 
     On a terminal the line is redrawn in place (at most 4 times a second);
     elsewhere (CI logs, files) one line is written every `every_secs` seconds.
+    Built from the training step: `StepHook(lambda step: ProgressHook(step, total))`.
     """
 
-    def __init__(self, total_steps: int | None, stream: TextIO | None = None, every_secs: float = 10.0):
+    def __init__(self, step: TrainingStep, total_steps: int | None, stream: TextIO | None = None,
+                 every_secs: float = 10.0):
+        self._fetches = {"step": step.global_step, "loss": step.loss}
         self._total = total_steps
         self._stream = stream or sys.stderr
         self._tty = bool(getattr(self._stream, "isatty", lambda: False)())
@@ -54,11 +58,6 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
         self._last_loss: float | None = None
         self._start = self._last_shown = 0.0
         self.last_line = ""
-
-    def begin(self):
-        self._step = multi_step.step_after_call()
-        losses = tf.compat.v1.get_collection(TRAIN_LOSS_COLLECTION)
-        self._fetches = {"step": self._step, "loss": losses[0]} if losses else {"step": self._step}
 
     def after_create_session(self, session, coord):
         self._start = time.perf_counter()
@@ -95,3 +94,27 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
         if self._tty:
             self._stream.write("\n")
             self._stream.flush()
+
+
+class ProgressFileHook(tf.compat.v1.train.SessionRunHook):
+    """Writes the global step to a progress file after the first session call, then every `every_secs`, so a
+    supervisor learns that (and how far) this process trains without reading its log."""
+
+    def __init__(self, step: TrainingStep, path: str, every_secs: float = 5.0):
+        self._step, self._path, self._every = step.global_step, path, every_secs
+        self._next = 0.0
+
+    def before_run(self, run_context):
+        return tf.compat.v1.train.SessionRunArgs(self._step)
+
+    def after_run(self, run_context, run_values):
+        now = time.monotonic()
+        if now >= self._next:
+            self._next = now + self._every
+            progress_file.write(self._path, int(run_values.results))
+
+
+def progress_file_hook() -> StepHook | None:
+    """The progress-file hook, when this process's supervisor asked for one (ELASTIMATOR_PROGRESS_FILE)."""
+    path = os.environ.get(progress_file.ENV)
+    return StepHook(lambda step: ProgressFileHook(step, path)) if path else None

@@ -27,7 +27,7 @@ class TrainSpec:
     max_steps: int | None = None
     """Train until this global step (None: until the input ends)."""
     hooks: Sequence[tf.compat.v1.train.SessionRunHook] = ()
-    """Extra hooks for every training process."""
+    """Extra hooks for every training process (or `StepHook`s, built from the training step's tensors)."""
     saving_listeners: Sequence[tf.compat.v1.train.CheckpointSaverListener] = ()
     """Listeners around each checkpoint save (chief only)."""
 
@@ -35,7 +35,8 @@ class TrainSpec:
         if not callable(self.input_fn):
             raise ConfigError(f"TrainSpec: input_fn must be callable; got {type(self.input_fn).__name__}.")
         _positive_or_none("TrainSpec", "max_steps", self.max_steps)
-        object.__setattr__(self, "hooks", tuple(check_hooks("TrainSpec.hooks", self.hooks, ConfigError)))
+        hooks = check_hooks("TrainSpec.hooks", self.hooks, ConfigError, training=True)
+        object.__setattr__(self, "hooks", tuple(hooks))
         listeners = tuple(self.saving_listeners or ())
         for listener in listeners:
             if not isinstance(listener, tf.compat.v1.train.CheckpointSaverListener):

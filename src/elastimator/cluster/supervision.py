@@ -1,0 +1,343 @@
+"""Supervising a local job's processes, as data: states and events in, decisions out.
+
+`step(job, events, now, policy)` is a pure function. It never starts, polls or
+kills a process and never reads a clock; the launcher (`cluster/launcher.py`)
+is the shell that does, turning what it sees into events and carrying out the
+decisions. So every supervision scenario can be unit-tested with a number for
+a clock and no process at all.
+
+A child's life::
+
+    STARTING --its server listens--> RUNNING --exit 0--> FINISHED
+        |                               |
+        +--------- exit != 0 -----------+--> RESTARTING --backoff over--> STARTING
+        |                                        (or FAILED: exit 2 or 3, or out of restarts)
+        +--> RETIRED: stopped on purpose (scaled down, still starting at the end, the job is over)
+
+The rules:
+
+* a death is restarted after `backoff_secs * 2**restarts`, at most `max_restarts`
+  times; a worker out of restarts leaves its slot empty, any other task ends the job;
+* exit 2 (usage) and exit 3 (a failure a restart would repeat) end the job at once;
+* a task whose server does not listen within `start_timeout_secs` ends the job;
+* once the chief has finished, nothing is restarted; workers still starting are
+  stopped, the others and the evaluator get `finish_timeout_secs`, then the
+  parameter servers are stopped and the job ends (1 if the evaluator failed);
+* a stop request (Ctrl-C, SIGTERM) ends the job with 130.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import Mapping, Sequence, Union
+
+from elastimator.cluster.plan import Task
+from elastimator.errors import REPEATING_EXIT, USAGE_EXIT
+
+
+class State(enum.Enum):
+    STARTING = "starting"
+    """Started; its server does not listen yet."""
+    RUNNING = "running"
+    """Its server listens (or it has none)."""
+    RESTARTING = "restarting"
+    """Exited; starts again at `restart_at`."""
+    FINISHED = "finished"
+    """Exited 0, or a worker given up on (its slot left empty)."""
+    FAILED = "failed"
+    """Exited in a way that ends the job."""
+    RETIRED = "retired"
+    """Stopped on purpose: its exit is not a failure."""
+
+    @property
+    def alive(self) -> bool:
+        """Whether the child has a process that runs."""
+        return self in (State.STARTING, State.RUNNING)
+
+
+@dataclasses.dataclass(frozen=True)
+class Child:
+    task: Task
+    state: State
+    started_at: float
+    listens: bool
+    """It runs a server (every task but the evaluator), which must accept connections within the start timeout."""
+    restarts: int = 0
+    restart_at: float | None = None
+    exit_code: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """Every child's state, the worker count asked for, and when the chief finished training."""
+
+    children: Mapping[str, Child]
+    target_workers: int
+    chief_done_at: float | None = None
+
+    def alive_workers(self) -> int:
+        return sum(1 for c in self.children.values() if c.task.role == "worker" and c.state.alive)
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy:
+    max_restarts: int = 3
+    backoff_secs: float = 1.0
+    start_timeout_secs: float = 120.0
+    finish_timeout_secs: float = 180.0
+    worker_slots: int = 1
+    logs_dir: str = "logs"
+    """Named in messages, so that a failure points at the task's log."""
+
+
+# --- events: what the shell saw ----------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Exited:
+    task: str
+    code: int
+    last_error: str | None = None
+    """The last `elastimator: error:` line the task printed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Listening:
+    task: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaleTo:
+    workers: int
+
+
+@dataclasses.dataclass(frozen=True)
+class StopRequested:
+    pass
+
+
+Event = Union[Exited, Listening, ScaleTo, StopRequested]
+
+
+# --- decisions: what the shell does --------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Start:
+    task: Task
+    restart: int
+    """0 for a first start (or a fresh one, after scaling up)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Stop:
+    """Terminate the task's process and wait for it."""
+
+    task: Task
+    return_shards: bool
+    """A worker stopped while the job trains: hand its shards back now, not at its heartbeat timeout."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Kill:
+    task: Task
+
+
+@dataclasses.dataclass(frozen=True)
+class Say:
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """An entry for the launcher's event list."""
+
+    event: str
+    task: str | None
+    fields: Mapping = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class End:
+    code: int
+
+
+Decision = Union[Start, Stop, Kill, Say, Record, End]
+
+
+def begin(tasks: Sequence[Task], workers: int, now: float) -> tuple[Job, list[Decision]]:
+    """The job's first state, with every task starting."""
+    children = {t.name: _started(t, now, restarts=0) for t in tasks}
+    return Job(children, workers), [Start(t, 0) for t in tasks]
+
+
+def _started(task: Task, now: float, restarts: int) -> Child:
+    listens = task.role != "evaluator"
+    return Child(task, State.STARTING if listens else State.RUNNING, now, listens, restarts=restarts)
+
+
+def step(job: Job, events: Sequence[Event], now: float, policy: Policy) -> tuple[Job, list[Decision]]:
+    """What to do about `events` at time `now`. The decisions end with `End` when the job is over."""
+    turn = _Turn(job, now, policy)
+    turn.run(events)
+    return turn.job(), turn.decisions
+
+
+class _Turn:
+    """One call of `step`: a working copy of the children and the decisions so far."""
+
+    def __init__(self, job: Job, now: float, policy: Policy):
+        self.children = dict(job.children)
+        self.target, self.chief_done_at = job.target_workers, job.chief_done_at
+        self.now, self.policy = now, policy
+        self.decisions: list[Decision] = []
+        self.ended = False
+
+    def job(self) -> Job:
+        return Job(self.children, self.target, self.chief_done_at)
+
+    def run(self, events: Sequence[Event]) -> None:
+        if any(isinstance(e, StopRequested) for e in events):
+            return self._end(130)
+        for event in events:
+            if isinstance(event, ScaleTo):
+                self._scale(event.workers)
+            elif isinstance(event, Listening):
+                self._listening(event.task)
+            elif isinstance(event, Exited):
+                self._exited(event)
+            if self.ended:
+                return None
+        self._timers()
+        if not self.ended and self.chief_done_at is not None:
+            self._finish_when_ready()
+        return None
+
+    # --- small steps ---------------------------------------------------------------------------------
+
+    def _say(self, text: str) -> None:
+        self.decisions.append(Say(text))
+
+    def _record(self, event: str, task: str | None, **fields) -> None:
+        self.decisions.append(Record(event, task, fields))
+
+    def _end(self, code: int) -> None:
+        self.decisions.append(End(code))
+        self.ended = True
+
+    def _set(self, name: str, **changes) -> Child:
+        child = self.children[name] = dataclasses.replace(self.children[name], **changes)
+        return child
+
+    def _log(self, name: str) -> str:
+        return f"{self.policy.logs_dir}/{name}.log"
+
+    def _start(self, task: Task, fresh: bool) -> None:
+        old = self.children.get(task.name)
+        restarts = 0 if fresh or old is None else old.restarts
+        self.children[task.name] = _started(task, self.now, restarts)
+        self.decisions.append(Start(task, restarts))
+
+    def _retire(self, child: Child) -> None:
+        if child.state.alive:
+            training = self.chief_done_at is None
+            self.decisions.append(Stop(child.task, return_shards=training and child.task.role == "worker"))
+        self._set(child.task.name, state=State.RETIRED, restart_at=None)
+
+    # --- events ---------------------------------------------------------------------------------------
+
+    def _scale(self, workers: int) -> None:
+        if not 0 <= workers <= self.policy.worker_slots:
+            self._say(f"ignoring a request for {workers} worker(s): the job has {self.policy.worker_slots} slot(s)")
+            return
+        self._record("scale", None, workers=workers, before=self.target)
+        self._say(f"scaling to {workers} worker(s) (from {self.target})")
+        self.target = workers
+        for index in range(self.policy.worker_slots):
+            task = Task("worker", index)
+            child = self.children.get(task.name)
+            if index < workers and self.chief_done_at is None:
+                if child is None or child.state in (State.RETIRED, State.FINISHED):
+                    self._start(task, fresh=True)
+            elif index >= workers and child is not None and child.state in (
+                    State.STARTING, State.RUNNING, State.RESTARTING):
+                self._retire(child)
+
+    def _listening(self, name: str) -> None:
+        if self.children[name].state is State.STARTING:
+            self._set(name, state=State.RUNNING)
+            self._record("up", name)
+
+    def _exited(self, event: Exited) -> None:
+        child = self.children[event.task]
+        if not child.state.alive:
+            return
+        name, role, code = event.task, child.task.role, event.code
+        child = self._set(name, exit_code=code)
+        self._record("exit", name, code=code)
+        if code == 0 or (self.chief_done_at is not None and role == "worker"):
+            self._set(name, state=State.FINISHED)
+            if role == "chief" and code == 0:
+                self.chief_done_at = self.now
+                self._say("the chief finished training")
+        elif code == USAGE_EXIT:
+            self._set(name, state=State.FAILED)
+            self._say(f"usage error: {name} exited with code 2 (an invalid conf or bad arguments); not restarting "
+                      f"it. See {self._log(name)}.")
+            self._end(USAGE_EXIT)
+        elif code == REPEATING_EXIT:
+            self._set(name, state=State.FAILED)
+            self._say(f"{name} failed in a way a restart would repeat, so the job ends here: "
+                      f"{event.last_error or 'see its log'} (log: {self._log(name)})")
+            self._end(1)
+        elif child.restarts >= self.policy.max_restarts and role == "worker":
+            self._set(name, state=State.FINISHED)
+            self._say(f"{name} failed {child.restarts + 1} times; leaving its slot empty")
+        elif child.restarts >= self.policy.max_restarts:
+            self._set(name, state=State.FAILED)
+            self._say(f"{name} exited with code {code} and was already restarted {child.restarts} time(s); giving "
+                      f"up. See {self._log(name)}.")
+            self._end(1)
+        else:
+            delay = self.policy.backoff_secs * 2 ** child.restarts
+            child = self._set(name, state=State.RESTARTING, restarts=child.restarts + 1, restart_at=self.now + delay)
+            self._record("restart", name, code=code, delay_secs=delay)
+            self._say(f"{name} exited with code {code}; restarting it in {delay:.1f}s "
+                      f"(restart {child.restarts} of {self.policy.max_restarts})")
+
+    # --- time ------------------------------------------------------------------------------------------
+
+    def _timers(self) -> None:
+        if self.chief_done_at is not None:
+            return  # nothing restarts after the chief, and nothing still starting can fail the job
+        for child in list(self.children.values()):
+            if child.state is State.RESTARTING and self.now >= child.restart_at:
+                self._start(child.task, fresh=False)
+            elif (child.state is State.STARTING and child.listens
+                  and self.now - child.started_at > self.policy.start_timeout_secs):
+                self.decisions.append(Kill(child.task))
+                self._set(child.task.name, state=State.FAILED)
+                self._say(f"{child.task.name} did not start: its server never listened within "
+                          f"{self.policy.start_timeout_secs:.0f}s. See {self._log(child.task.name)}.")
+                return self._end(1)
+        return None
+
+    def _finish_when_ready(self) -> None:
+        for child in list(self.children.values()):
+            if child.task.role == "worker" and child.state is State.STARTING:
+                self._say(f"{child.task.name} was still starting when the chief finished; stopping it, there is "
+                          "nothing left for it to train")
+                self._retire(child)
+        waiting = [c for c in self.children.values() if c.task.role in ("worker", "evaluator") and c.state.alive]
+        if waiting and self.now - self.chief_done_at <= self.policy.finish_timeout_secs:
+            return
+        for child in waiting:
+            self._say(f"{child.task.name} has not finished {self.policy.finish_timeout_secs:.0f}s after the chief; "
+                      "stopping it")
+            self._retire(child)
+        for child in list(self.children.values()):
+            if child.task.role == "ps" and child.state is not State.RETIRED:
+                self._retire(child)
+        evaluator = self.children.get(Task("evaluator").name)
+        failed = evaluator is not None and (evaluator.exit_code not in (0, None)
+                                            or any(c.task == evaluator.task for c in waiting))
+        self._end(1 if failed else 0)

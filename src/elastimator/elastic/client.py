@@ -1,0 +1,170 @@
+"""The shard service's client: every call a worker (or the launcher) makes, over gRPC or in process.
+
+Messages are JSON objects; every call carries the job token. A call is retried
+while the service is unreachable (a chief restarting), for up to `retry_secs`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import time
+from typing import Any
+
+import grpc
+
+from elastimator.elastic.service import KEEPALIVE_MS, METHODS, SERVICE, TOKEN_HEADER, ShardService
+from elastimator.elastic.shards import Assigned, DatasetSpec, Drained, Failed, Finished, ShardServiceError, Wait
+
+logger = logging.getLogger("elastimator")
+
+KEEPALIVE_OPTIONS = (("grpc.keepalive_time_ms", KEEPALIVE_MS), ("grpc.keepalive_timeout_ms", 5_000),
+                     ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0))
+"""Clients ping every 10 s and drop a connection that does not answer within 5 s; the server allows it."""
+
+BEST_EFFORT_METHODS = frozenset({"leave"})
+"""Tried once, briefly: a process on its way out must not wait for a service that may be stopping too."""
+BEST_EFFORT_TIMEOUT_SECS = 5.0
+
+
+class _GrpcTransport:
+    """Calls a remote service: JSON over gRPC, retried while the service is unreachable."""
+
+    def __init__(self, address: str, token: str, timeout_secs: float, retry_secs: float):
+        self._timeout = timeout_secs
+        self._retry_secs = retry_secs
+        self._metadata = ((TOKEN_HEADER, token),)
+        # Reconnect quickly when the service comes back with a restarted chief (gRPC's default backoff grows
+        # to minutes): a worker must hear of the rewind before the chief restores the model.
+        # Keepalive pings find a connection whose peer vanished while the network was cut (its closing never
+        # arrived): without them, every call waits on it until TCP gives up, some 15 minutes later.
+        self._channel = grpc.insecure_channel(address, options=[
+            ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.min_reconnect_backoff_ms", 200),
+            ("grpc.max_reconnect_backoff_ms", 1000), *KEEPALIVE_OPTIONS])
+        self._calls = {m: self._channel.unary_unary(f"/{SERVICE}/{m}") for m in METHODS}
+
+    def __call__(self, method: str, request: dict) -> dict:
+        payload = json.dumps(request).encode("utf-8")
+        once = method in BEST_EFFORT_METHODS
+        deadline = time.monotonic() + (0.0 if once else self._retry_secs)
+        timeout = min(self._timeout, BEST_EFFORT_TIMEOUT_SECS) if once else self._timeout
+        while True:
+            try:
+                raw = self._calls[method](payload, timeout=timeout, metadata=self._metadata, wait_for_ready=True)
+                return json.loads(raw.decode("utf-8"))
+            except grpc.RpcError as e:
+                retry = e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+                if not retry or time.monotonic() >= deadline:
+                    raise ShardServiceError(f"shard service {method} failed: {e.code().name}: {e.details()}") from None
+                logger.info("Shard service unreachable (%s); retrying %s.", e.code().name, method)
+                time.sleep(0.5)
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+class _InProcessTransport:
+    """Calls a service living in this process (the chief's): no serialization, no network, same errors."""
+
+    def __init__(self, service: ShardService):
+        self._service = service
+
+    def __call__(self, method: str, request: dict) -> dict:
+        return self._service.handle(method, request)
+
+    def close(self) -> None:
+        pass
+
+
+class ShardClient:
+    """A worker's (or the chief's) connection to the shard service.
+
+    Calls that find the service unreachable (it is restarting with the chief)
+    are retried for up to `retry_secs`; every call is safe to repeat. The
+    process that hosts the service talks to it directly (`in_process`).
+    """
+
+    def __init__(self, address: str, token: str, worker: str, timeout_secs: float = 30.0,
+                 retry_secs: float = 120.0):
+        self.worker = worker
+        self.lease_floor: int | None = None
+        """The lease floor of the service's latest reply (None before the first)."""
+        self._transport: _GrpcTransport | _InProcessTransport = _GrpcTransport(address, token, timeout_secs,
+                                                                               retry_secs)
+
+    @classmethod
+    def in_process(cls, service: ShardService, worker: str) -> "ShardClient":
+        """A client of a service in this process: the same calls, without gRPC's per-call cost."""
+        client = cls.__new__(cls)
+        client.worker = worker
+        client.lease_floor = None
+        client._transport = _InProcessTransport(service)
+        return client
+
+    def call(self, method: str, **request: Any) -> dict:
+        request.setdefault("worker", self.worker)
+        reply = self._transport(method, request)
+        self.lease_floor = reply.get("lease_floor", self.lease_floor)
+        return reply
+
+    def add_dataset(self, spec: DatasetSpec) -> None:
+        self.call("add_dataset", dataset=dataclasses.asdict(spec))
+
+    def request(self, dataset: str) -> Assigned | Wait | Drained | Finished | Failed:
+        reply = self.call("request", dataset=dataset)
+        if reply["decision"] == "assigned":
+            return Assigned(reply["shard_id"], reply["epoch"], reply["start"], reply["end"], reply["lease"])
+        if reply["decision"] == "failed":
+            return Failed(reply["message"])
+        return {"wait": Wait, "drained": Drained}.get(reply["decision"], Finished)()
+
+    def bad_records(self, dataset: str, records: list[tuple[str, str]], limit: int) -> tuple[int, str | None]:
+        """Adds malformed records (where, why) to the job-wide count; returns it, and why the data set failed
+        once the count passes `limit`."""
+        reply = self.call("bad_records", dataset=dataset, records=[list(r) for r in records], limit=limit)
+        return reply["count"], reply["failure"]
+
+    def report(self, dataset: str, shard_id: int, consumed: int, *, offset: int, lease: int | None = None,
+               poll_secs: float = 0.01) -> None:
+        """Reports trained records; while the chief saves a checkpoint, waits for it (see the module doc)."""
+        while self.call("report", dataset=dataset, shard_id=shard_id, consumed=consumed, lease=lease,
+                        offset=offset).get("sealing"):
+            time.sleep(poll_secs)
+
+    def release(self, dataset: str, shard_id: int, lease: int) -> bool:
+        """Gives back a shard this worker holds and will not train."""
+        return self.call("release", dataset=dataset, shard_id=shard_id, lease=lease)["released"]
+
+    def heartbeat(self) -> None:
+        self.call("heartbeat")
+
+    def leave(self) -> int:
+        """This worker's training ended on purpose: its unfinished shards go back now, with no warning."""
+        return self.call("leave")["returned"]
+
+    def fail_worker(self, worker: str) -> int:
+        return self.call("fail_worker", failed_worker=worker)["returned"]
+
+    def seal(self, checkpoint_step: int | None = None) -> int:
+        return self.call("seal", checkpoint_step=checkpoint_step)["seal_id"]
+
+    def commit(self, seal_id: int, checkpoint_step: int) -> None:
+        self.call("commit", seal_id=seal_id, checkpoint_step=checkpoint_step)
+
+    def restore(self, checkpoint_step: int) -> None:
+        self.call("restore", checkpoint_step=checkpoint_step)
+
+    def open(self) -> None:
+        """Chief: the model is at the checkpoint the service resumed from; hand out shards again."""
+        self.call("open")
+
+    def status(self, dataset: str) -> dict:
+        return self.call("status", dataset=dataset)
+
+    def unheard(self) -> list[str]:
+        """The workers whose shards the last rewind took back and that have not called the service since."""
+        return self.call("unheard")["unheard"]
+
+    def close(self) -> None:
+        self._transport.close()
