@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from elastimator._validate import is_int
 from elastimator.errors import ConfError
 
 _DTYPES = {
@@ -107,7 +108,7 @@ def _check_default(name: str, dtype: tf.DType, default):
             raise ConfError(f"Column {name!r}: default for a string column must be a str; got {default!r}.")
         return default if isinstance(default, str) else default.decode()
     if dtype.is_integer:
-        if isinstance(default, bool) or not isinstance(default, (int, np.integer)):
+        if not is_int(default):
             raise ConfError(f"Column {name!r}: default for {dtype.name} must be an int; got {default!r}.")
         return int(default)
     if isinstance(default, bool) or not isinstance(default, (int, float, np.number)):

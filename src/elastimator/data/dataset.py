@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import tensorflow as tf
 
+from elastimator._validate import is_int
 from elastimator.data import reader as readers
 from elastimator.data.column import Column, check_columns
 from elastimator.data.file_reader import FileReader
@@ -95,7 +96,7 @@ class DataSetSpec:
 
 
 def _positive_int(where, key, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    if not is_int(value, minimum=1):
         raise ConfError(f"{where}: {key!r} expected int > 0; got {value!r}.")
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import abc
 from typing import Iterator
 
+from elastimator._validate import is_int
 from elastimator.errors import ReaderError
 
 
@@ -54,7 +55,7 @@ class ElasticReader(abc.ABC):
             if counted is not None:
                 self._data_nums = counted
         n = self._data_nums
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        if not is_int(n, minimum=0):
             raise ReaderError(
                 f"{type(self).__name__}.count_data() must return (or set self._data_nums to) a record count "
                 f">= 0; got {n!r}."

@@ -35,6 +35,7 @@ from typing import Callable
 
 import grpc
 
+from elastimator._validate import is_int
 from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.shards import (
     Assigned,
@@ -286,7 +287,7 @@ KEEPALIVE_MS = 10_000
 
 def _field(request: dict, name: str, kind: type):
     value = request.get(name)
-    if not isinstance(value, kind) or isinstance(value, bool):
+    if not (is_int(value) if kind is int else isinstance(value, kind)):
         raise ShardServiceError(f"field {name!r} must be a {kind.__name__}; got {value!r}.")
     return value
 

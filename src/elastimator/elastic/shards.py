@@ -33,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from elastimator._validate import is_int
 from elastimator.elastic.permutation import Permutation
 from elastimator.errors import ElastimatorError
 
@@ -67,7 +68,7 @@ class DatasetSpec:
         for field in ("size", "shard_size", "epochs"):
             value = getattr(self, field)
             minimum = 0 if field == "size" else 1
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            if not is_int(value, minimum=minimum):
                 raise ShardServiceError(f"data set {self.name!r}: {field} must be an int >= {minimum}; got {value!r}.")
         if not isinstance(self.shuffle, bool):
             raise ShardServiceError(f"data set {self.name!r}: shuffle must be true or false; got {self.shuffle!r}.")
@@ -290,7 +291,7 @@ class ShardBook:
             owner = "nobody" if shard is None else f"worker {shard.owner!r} (lease {shard.lease})"
             raise ShardServiceError(
                 f"worker {worker!r} reported shard {shard_id} (lease {lease}) of {name!r}, which is held by {owner}.")
-        if isinstance(consumed, bool) or not isinstance(consumed, int) or consumed < 0:
+        if not is_int(consumed, minimum=0):
             raise ShardServiceError(f"consumed must be an int >= 0; got {consumed!r}.")
         if offset is not None:
             expected = shard.start + shard.consumed

@@ -19,6 +19,7 @@ import tensorflow as tf
 from tensorflow.python.feature_column import feature_column as fc_v1
 from tensorflow.python.feature_column import feature_column_v2 as fc_v2
 
+from elastimator._validate import is_int
 from elastimator.embedding.lookup import embedding_lookup_sparse
 from elastimator.embedding.options import EmbeddingVariableOption
 from elastimator.embedding.variable import get_embedding_variable
@@ -150,8 +151,7 @@ def categorical_column_with_embedding(key: str, dtype=tf.string, partition_num: 
     if not (dtype == tf.string or dtype.is_integer):
         raise ConfigError(f"categorical_column_with_embedding({key!r}): dtype must be tf.string or an integer type; "
                           f"got {dtype.name}.")
-    if partition_num is not None and (isinstance(partition_num, bool) or not isinstance(partition_num, int)
-                                      or partition_num < 1):
+    if partition_num is not None and not is_int(partition_num, minimum=1):
         raise ConfigError(f"categorical_column_with_embedding({key!r}): partition_num must be a positive int or "
                           f"None; got {partition_num!r}.")
     option = ev_option if ev_option is not None else EmbeddingVariableOption()
@@ -174,7 +174,7 @@ def embedding_column(categorical_column, dimension, combiner="mean", initializer
                                     ckpt_to_load_from=ckpt_to_load_from, tensor_name_in_ckpt=tensor_name_in_ckpt,
                                     max_norm=max_norm, trainable=trainable,
                                     use_safe_embedding_lookup=use_safe_embedding_lookup)
-    if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+    if not is_int(dimension, minimum=1):
         raise ConfigError(f"embedding_column({categorical_column.key!r}): dimension must be a positive int; got "
                           f"{dimension!r}.")
     if combiner not in ("mean", "sqrtn", "sum"):

@@ -9,11 +9,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from elastimator._validate import is_int
 from elastimator.errors import ConfigError
 
 
 def _count(owner: str, name: str, value: Any, *, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if not is_int(value, minimum=minimum):
         raise ConfigError(f"{owner}: {name} must be an int >= {minimum}; got {value!r}.")
     return value
 

@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterator
 
 import tensorflow as tf
 
+from elastimator._validate import is_int
 from elastimator.embedding import context
 from elastimator.embedding.options import EmbeddingVariableOption, GlobalStepEvict
 from elastimator.errors import ConfigError
@@ -235,7 +236,7 @@ def get_embedding_variable(name: str, embedding_dim: int, key_dtype=tf.int64, va
         ConfigError: for an invalid argument, or a name that exists in a scope that does not reuse.
     """
     del collections, caching_device, validate_shape, custom_getter
-    if isinstance(embedding_dim, bool) or not isinstance(embedding_dim, int) or embedding_dim < 1:
+    if not is_int(embedding_dim, minimum=1):
         raise ConfigError(f"get_embedding_variable({name!r}): embedding_dim must be a positive int; got "
                           f"{embedding_dim!r}.")
     key_dtype = tf.as_dtype(key_dtype)

@@ -9,6 +9,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
+from elastimator._validate import is_int
 from elastimator.errors import CheckpointError, ConfigError
 from elastimator.estimator import checkpoints, hooks as engine_hooks, model_graph, sessions
 from elastimator.estimator.mode_keys import ModeKeys
@@ -69,7 +70,7 @@ def evaluate(
         "global_step". The values are also logged through TensorFlow's logger
         ("Saving dict for global step N: ...") and written as events to eval_dir(name).
     """
-    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps <= 0):
+    if steps is not None and (not is_int(steps, minimum=1)):
         raise ConfigError(f"evaluate: steps must be a positive int or None; got {steps!r}.")
     user_hooks = engine_hooks.check_hooks("hooks", hooks)
     model_dir, config = estimator.model_dir, estimator.config

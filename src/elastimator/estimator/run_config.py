@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 
 import tensorflow as tf
 
+from elastimator._validate import is_int
 from elastimator.errors import ConfigError
 from elastimator.estimator.tf_config import LOCAL_JOB_TF_CONFIG, ClusterInfo, TaskType, parse_cluster, read_tf_config
 
@@ -132,7 +133,7 @@ class RunConfig:
         if not isinstance(self.fuse_sparse_updates, bool):
             raise ConfigError(f"RunConfig: fuse_sparse_updates must be a bool; got {self.fuse_sparse_updates!r}.")
         steps = self.steps_per_execution
-        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        if not is_int(steps, minimum=1):
             raise ConfigError(f"RunConfig: steps_per_execution must be an int >= 1; got {steps!r}.")
         if self.device_fn is not None and not callable(self.device_fn):
             raise ConfigError(f"RunConfig: device_fn must be callable(op) -> device string; got {self.device_fn!r}.")
@@ -220,5 +221,5 @@ def _check_strategy(name: str, strategy: Any) -> None:
 def _check_optional_int(name: str, value: Any) -> None:
     if value is None:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if not is_int(value, minimum=0):
         raise ConfigError(f"RunConfig: {name} must be a non-negative int or None; got {value!r}.")

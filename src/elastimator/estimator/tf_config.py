@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 import tensorflow as tf
 
+from elastimator._validate import is_int
 from elastimator.errors import ConfigError
 
 WORKER_SLOTS_ENV = "ELASTIMATOR_WORKER_SLOTS"
@@ -153,7 +154,7 @@ def _fields(tf_config: Mapping[str, Any]) -> tuple[dict[str, list[str]], str | N
     if cluster and task_type not in TaskType.ALL:
         raise _Invalid(f"unknown task type {task_type!r}; expected one of {list(TaskType.ALL)}")
     task_id = task.get("index", 0)
-    if cluster and (not isinstance(task_id, int) or isinstance(task_id, bool) or task_id < 0):
+    if cluster and not is_int(task_id, minimum=0):
         raise _Invalid(f'task "index" must be a non-negative integer, got {task_id!r}')
     return cluster, task_type, task_id, service
 

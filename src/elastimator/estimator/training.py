@@ -7,6 +7,7 @@ from typing import Callable, Sequence
 
 import tensorflow as tf
 
+from elastimator._validate import is_int
 from elastimator.embedding import eviction as embedding_eviction
 from elastimator.errors import ConfigError
 from elastimator.estimator import checkpoints, interrupt, model_graph, multi_step, sessions, training_step
@@ -21,7 +22,7 @@ def _check_steps(steps, max_steps) -> None:
     if steps is not None and max_steps is not None:
         raise ConfigError(f"train: pass steps or max_steps, not both; got steps={steps}, max_steps={max_steps}.")
     for name, value in (("steps", steps), ("max_steps", max_steps)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+        if value is not None and (not is_int(value, minimum=1)):
             raise ConfigError(f"train: {name} must be a positive int or None; got {value!r}.")
 
 

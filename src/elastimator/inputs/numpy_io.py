@@ -7,6 +7,7 @@ from typing import Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
+from elastimator._validate import is_int
 from elastimator.errors import InputFnError
 
 
@@ -72,7 +73,7 @@ def numpy_input_fn(
     del num_threads
     if not isinstance(shuffle, bool):
         raise InputFnError(f"numpy_input_fn: shuffle must be True or False, set explicitly; got {shuffle!r}.")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+    if not is_int(batch_size, minimum=1):
         raise InputFnError(f"numpy_input_fn: batch_size must be a positive int; got {batch_size!r}.")
     if num_epochs is not None and (not isinstance(num_epochs, int) or num_epochs <= 0):
         raise InputFnError(f"numpy_input_fn: num_epochs must be a positive int or None; got {num_epochs!r}.")

@@ -21,6 +21,7 @@ import sys
 import types
 from typing import Any, Callable, Mapping
 
+from elastimator._validate import is_int
 from elastimator.data.dataset import DataSetSpec
 from elastimator.data.file_reader import FileReader
 from elastimator.errors import ConfError, ConfigError, ElastimatorError
@@ -230,7 +231,7 @@ def _settings(conf: Any) -> dict[str, Any]:
 def _check_int(key: str, value, allow_none: bool, minimum: int) -> None:
     if value is None and allow_none:
         return
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if not is_int(value, minimum=minimum):
         expected = f"int >= {minimum}" + (" or None" if allow_none else "")
         raise ConfError(f"conf: {key!r} expected {expected}; got {type(value).__name__} {value!r}.")
 
@@ -300,7 +301,7 @@ def _exporter(value) -> ExporterConf | Exporter:
     if value.get("type", "final") not in _EXPORTER_TYPES:
         raise ConfError(f"conf: exporter type expected one of {_EXPORTER_TYPES}; got {value.get('type')!r}.")
     keep = value.get("exports_to_keep", 5)
-    if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep <= 0):
+    if keep is not None and not is_int(keep, minimum=1):
         raise ConfError(f"conf: exporter 'exports_to_keep' expected int > 0 or None; got {keep!r}.")
     if "compare_fn" in value:
         try:

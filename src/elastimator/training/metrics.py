@@ -6,6 +6,7 @@ from typing import Callable
 
 import tensorflow as tf
 
+from elastimator._validate import is_int
 from elastimator.errors import ConfigError
 from elastimator.estimator import calls, multi_step
 from elastimator.estimator.estimator import Estimator
@@ -74,7 +75,7 @@ class ResetMetricsHook(tf.compat.v1.train.SessionRunHook):
     """
 
     def __init__(self, every_n_steps: int, scope: str | None = None):
-        if isinstance(every_n_steps, bool) or not isinstance(every_n_steps, int) or every_n_steps <= 0:
+        if not is_int(every_n_steps, minimum=1):
             raise ConfigError(f"ResetMetricsHook: every_n_steps must be a positive int; got {every_n_steps!r}.")
         self._every, self._scope = every_n_steps, scope
         self._window: int | None = None

@@ -7,6 +7,7 @@ from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
+from elastimator._validate import is_int
 from elastimator.errors import ConfigError
 from elastimator.estimator.hooks import check_hooks
 from elastimator.training.exporters import Exporter
@@ -14,7 +15,7 @@ from elastimator.training.policies import EvalPolicy, EveryNSeconds
 
 
 def _positive_or_none(owner: str, name: str, value) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+    if value is not None and (not is_int(value, minimum=1)):
         raise ConfigError(f"{owner}: {name} must be a positive int or None; got {value!r}.")
 
 
