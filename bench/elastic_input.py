@@ -34,7 +34,7 @@ from elastimator.data import DataSetInput, DataSetSpec, FileReader  # noqa: E402
 from elastimator.elastic.feed import ShardFeed, ShardReportHook  # noqa: E402
 from elastimator.elastic.client import ShardClient  # noqa: E402
 from elastimator.elastic.service import ShardServer, ShardService  # noqa: E402
-from elastimator.elastic.shards import DatasetSpec  # noqa: E402
+from elastimator.elastic.shards import ShardingSpec  # noqa: E402
 from elastimator.estimator.training_step import StepHook  # noqa: E402
 from report import add_timed_run_arguments, rate_rows, write_results  # noqa: E402
 from timing import WindowTimer  # noqa: E402
@@ -83,7 +83,7 @@ def run(path: str, kind: str, args) -> float:
                 process, address = start_remote_service(os.path.join(model_dir, "service"))
                 client = ShardClient(address, TOKEN, worker="worker-0")
             if kind != "file_reader":
-                feed = ShardFeed(client, DatasetSpec(name="train_set", size=spec.reader.data_nums,
+                feed = ShardFeed(client, ShardingSpec(name="train_set", size=spec.reader.data_nums,
                                                      shard_size=10 * args.batch_size)).start()
                 hooks.append(StepHook(lambda step: ShardReportHook(feed, step)))
             estimator = est.Estimator(criteo_model_fn, model_dir=os.path.join(model_dir, "model"),

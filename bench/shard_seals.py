@@ -26,7 +26,7 @@ import time
 
 from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.service import ShardService
-from elastimator.elastic.shards import DatasetSpec, Shard
+from elastimator.elastic.shards import ShardingSpec, Shard
 from report import RESULTS, write_results
 
 TOKEN = "seal-bench-token"
@@ -34,7 +34,7 @@ RECORDS_PER_SHARD = 100
 
 
 def _in_flight(service: ShardService, shards: int, workers: int) -> None:
-    spec = DatasetSpec(name="train", size=shards * RECORDS_PER_SHARD, shard_size=RECORDS_PER_SHARD, epochs=2,
+    spec = ShardingSpec(name="train", size=shards * RECORDS_PER_SHARD, shard_size=RECORDS_PER_SHARD, epochs=2,
                        shuffle=True, seed=1)
     service.handle("add_dataset", {"dataset": dataclasses.asdict(spec), "worker": "chief"})
     for index in range(workers):

@@ -18,7 +18,7 @@ import time
 
 from elastimator.elastic.client import ShardClient
 from elastimator.elastic.service import ShardServer, ShardService
-from elastimator.elastic.shards import DatasetSpec, Finished, Wait
+from elastimator.elastic.shards import ShardingSpec, Finished, Wait
 from report import RESULTS, write_results
 
 TOKEN = "load-test-token"
@@ -31,7 +31,7 @@ def run_load(address: str, token: str, clients: int, shards: int, timeout_secs: 
         AssertionError: when a shard was lost or trained twice.
     """
     setup = ShardClient(address, token, worker="setup")
-    setup.add_dataset(DatasetSpec(name="load", size=shards, shard_size=1))
+    setup.add_dataset(ShardingSpec(name="load", size=shards, shard_size=1))
     deadline = time.monotonic() + timeout_secs
 
     def work(index: int) -> list[float]:

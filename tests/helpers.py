@@ -51,3 +51,35 @@ def free_ports(n: int) -> list[int]:
     for s in sockets:
         s.close()
     return ports
+
+
+class SignalAtStep(tf.compat.v1.train.SessionRunHook):
+    """Sends this process `signum` after global step `step` (as a person or Kubernetes would, mid-training)."""
+
+    def __init__(self, signum, step):
+        self.signum, self.step = signum, step
+
+    def begin(self):
+        self._global_step = tf.compat.v1.train.get_global_step()
+
+    def after_run(self, run_context, run_values):
+        if run_context.session.run(self._global_step) == self.step:
+            os.kill(os.getpid(), self.signum)
+
+
+class BlockAtStep(tf.compat.v1.train.SessionRunHook):
+    """At global step `step`, the session call waits on an empty queue: native code, as a step waiting for a
+    parameter server that is gone does, where Python runs no signal handler until it returns."""
+
+    def __init__(self, step):
+        self.step, self.steps = step, 0
+
+    def begin(self):
+        self._dequeue = tf.queue.FIFOQueue(1, tf.float32, shapes=[[]]).dequeue()
+
+    def before_run(self, run_context):
+        self.steps += 1
+        if self.steps == self.step:
+            print("blocked", flush=True)
+            return tf.compat.v1.train.SessionRunArgs(self._dequeue)
+        return None

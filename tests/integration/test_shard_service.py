@@ -11,7 +11,7 @@ from elastimator.elastic.feed import ShardFeed
 from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.client import ShardClient
 from elastimator.elastic.service import ShardServer, ShardService
-from elastimator.elastic.shards import SHARD_TAG, Assigned, DatasetSpec, ShardBook, ShardServiceError, Wait
+from elastimator.elastic.shards import SHARD_TAG, Assigned, ShardingSpec, ShardBook, ShardServiceError, Wait
 
 pytestmark = pytest.mark.integration
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -28,7 +28,7 @@ def server(tmp_path):
 def test_protocol_round_trip_and_seals_on_disk(server, tmp_path):
     client = ShardClient(server.address, TOKEN, worker="w0")
     assert server.address.startswith("127.0.0.1:")  # loopback unless configured
-    client.add_dataset(DatasetSpec(name="train", size=10, shard_size=4))
+    client.add_dataset(ShardingSpec(name="train", size=10, shard_size=4))
     first = client.request("train")
     assert isinstance(first, Assigned) and (first.start, first.end) == (0, 4)
     client.report("train", first.shard_id, 4, offset=first.start)
@@ -56,7 +56,7 @@ def test_protocol_round_trip_and_seals_on_disk(server, tmp_path):
 
 
 def test_bad_token_unknown_dataset_and_foreign_shard_are_clear_errors(server):
-    ShardClient(server.address, TOKEN, worker="w0").add_dataset(DatasetSpec(name="train", size=8, shard_size=4))
+    ShardClient(server.address, TOKEN, worker="w0").add_dataset(ShardingSpec(name="train", size=8, shard_size=4))
     with pytest.raises(ShardServiceError, match="UNAUTHENTICATED: missing or wrong job token"):
         ShardClient(server.address, "wrong", worker="w0").request("train")
     owner = ShardClient(server.address, TOKEN, worker="w0")
@@ -65,30 +65,6 @@ def test_bad_token_unknown_dataset_and_foreign_shard_are_clear_errors(server):
     shard = owner.request("train")
     with pytest.raises(ShardServiceError, match="FAILED_PRECONDITION: worker 'w9' reported shard"):
         ShardClient(server.address, TOKEN, worker="w9").report("train", shard.shard_id, 1, offset=shard.start)
-
-
-def test_corrupted_seal_file_refuses_to_start(tmp_path):
-    store = SealStore(str(tmp_path))
-    store.write(10, {"datasets": {}, "next_seal": 1})
-    with open(store.path(10), "w") as f:
-        f.write('{"checkpoint_step": 10, "state": ')
-    with pytest.raises(ShardServiceError, match=f"seal file {store.path(10)} is corrupted.*Refusing to start"):
-        ShardService(TOKEN, store).resume(checkpoint_step=10)
-
-
-def test_silent_workers_are_reaped_and_their_shards_return():
-    now = [0.0]
-    service = ShardService(TOKEN, worker_timeout_secs=5, clock=lambda: now[0])
-    service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 8}})
-    assigned = service.handle("request", {"dataset": "train", "worker": "w0"})
-    service.handle("report", {"dataset": "train", "worker": "w0", "shard_id": assigned["shard_id"], "consumed": 3,
-                              "offset": assigned["start"]})
-    now[0] = 4.0
-    assert service.reap() == []
-    now[0] = 10.0
-    assert service.reap() == ["w0"]
-    rest = service.handle("request", {"dataset": "train", "worker": "w1"})
-    assert (rest["start"], rest["end"]) == (3, 8)
 
 
 def test_reports_wait_while_the_chief_saves(server):
@@ -108,40 +84,6 @@ def test_reports_wait_while_the_chief_saves(server):
     chief.commit(seal, checkpoint_step=10)
     reporting.join(timeout=5)
     assert not reporting.is_alive() and chief.status("train")["trained_records"] == 3
-
-
-def test_a_seal_never_committed_stops_holding_reports_after_its_timeout():
-    now = [0.0]
-    service = ShardService(TOKEN, clock=lambda: now[0], seal_timeout_secs=10)
-    service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 8}})
-    shard = service.handle("request", {"dataset": "train", "worker": "w0"})
-    report = {"dataset": "train", "worker": "w0", "shard_id": shard["shard_id"], "consumed": 2,
-              "offset": shard["start"]}
-    service.handle("seal", {"worker": "chief-0", "checkpoint_step": 5})  # and then the chief dies
-    assert service.handle("report", report)["sealing"]
-    now[0] = 11.0
-    assert "sealing" not in service.handle("report", report)
-    assert service.book.status("train")["trained_records"] == 2
-
-
-def test_what_the_service_refuses_leaves_no_trace():
-    """Issue 15: a refused seal held reports for 30 s, a data set that failed validation stayed registered,
-    and a retried report without an offset counted twice."""
-    service = ShardService(TOKEN)
-    with pytest.raises(ShardServiceError, match="seed must be an int"):
-        service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 4, "seed": "x"}})
-    with pytest.raises(ShardServiceError, match="unknown data set 'train'"):
-        service.handle("request", {"dataset": "train", "worker": "w0"})
-    service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 4}})
-    with pytest.raises(ShardServiceError, match="checkpoint_step"):
-        service.handle("seal", {"worker": "chief-0", "checkpoint_step": "ten"})
-    shard = service.handle("request", {"dataset": "train", "worker": "w0"})
-    report = {"dataset": "train", "worker": "w0", "shard_id": shard["shard_id"], "consumed": 2}
-    with pytest.raises(ShardServiceError, match="field 'offset' must be a int"):
-        service.handle("report", report)
-    for _ in range(2):  # the retry of a report whose reply was lost
-        assert "sealing" not in service.handle("report", {**report, "offset": shard["start"]})
-    assert service.book.status("train")["trained_records"] == 2
 
 
 def test_workers_hear_of_a_rewind_before_the_chief_restores(server):
@@ -169,7 +111,7 @@ def test_the_input_drops_batches_of_a_lease_taken_back_while_they_waited(server,
     spec = DataSetSpec(reader=FileReader(str(data)), columns=columns, batch_size=5)
     chief = ShardClient.in_process(server.service, "chief-0")
     worker = ShardClient(server.address, TOKEN, worker="worker-0")
-    feed = ShardFeed(worker, DatasetSpec(name="train", size=40, shard_size=20)).start()
+    feed = ShardFeed(worker, ShardingSpec(name="train", size=40, shard_size=20)).start()
     chief.commit(chief.seal(checkpoint_step=0), checkpoint_step=0)
     batches = iter(DataSetInput(spec, feed=feed)())
     first = next(batches).step_outputs[SHARD_TAG].numpy()  # the rest of its shard now waits in the prefetch buffer
@@ -196,16 +138,6 @@ def test_64_concurrent_clients_lose_nothing(monkeypatch):
     finally:
         server.stop()
     assert len(latencies) >= 20_000  # every shard requested and reported once, plus the final requests
-
-
-def test_seal_store_keeps_the_newest(tmp_path):
-    store = SealStore(str(tmp_path), keep=2)
-    for step in (10, 20, 30):
-        store.write(step, {"datasets": {}, "next_seal": 1})
-    assert store.steps() == [20, 30]
-    assert not os.path.exists(store.path(10))
-    with pytest.raises(ShardServiceError, match="no seal for checkpoint step 10"):
-        store.read(10)
 
 
 @pytest.mark.parametrize("steps_per_execution", [1, 5])
@@ -243,18 +175,6 @@ def test_standalone_shard_service_feeds_a_local_job(tmp_path, monkeypatch, steps
         assert service.wait(timeout=30) == 0
 
 
-def test_a_checkpoint_saved_just_before_a_crash_finds_its_pending_seal(tmp_path):
-    service = ShardService(TOKEN, SealStore(str(tmp_path)))
-    service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 4}})
-    shard = service.handle("request", {"dataset": "train", "worker": "w0"})
-    service.handle("report", {"dataset": "train", "worker": "w0", "shard_id": shard["shard_id"], "consumed": 4,
-                              "offset": shard["start"]})
-    service.handle("seal", {"checkpoint_step": 124, "worker": "chief"})  # the chief dies before committing
-    resumed = ShardService(TOKEN, SealStore(str(tmp_path)))
-    assert resumed.resume(checkpoint_step=124)
-    assert resumed.handle("status", {"dataset": "train"})["trained_records"] == 4
-
-
 def test_max_bad_records_is_a_job_wide_count_of_distinct_records(server):
     """Two workers each meet 3 of 4 malformed lines (one line in both: a replayed batch); the limit is 3."""
     from elastimator.data.parsing import BadRecordTally
@@ -262,7 +182,7 @@ def test_max_bad_records_is_a_job_wide_count_of_distinct_records(server):
 
     def tally(worker):
         feed = ShardFeed(ShardClient(server.address, TOKEN, worker=worker),
-                         DatasetSpec(name="train", size=100, shard_size=10))
+                         ShardingSpec(name="train", size=100, shard_size=10))
         feed.client.add_dataset(feed.dataset)
         return BadRecordTally(3, ["data.csv"], shared=feed.report_bad)
 
@@ -278,7 +198,7 @@ def test_max_bad_records_is_a_job_wide_count_of_distinct_records(server):
                                           r"max_bad_records=3\. First ones: data.csv:4: expected 2 fields, got 1"):
         meet(first, [16])
     # Every other worker is stopped on its next request, with the same reason.
-    other = ShardFeed(ShardClient(server.address, TOKEN, worker="worker-2"), DatasetSpec(name="train", size=100,
+    other = ShardFeed(ShardClient(server.address, TOKEN, worker="worker-2"), ShardingSpec(name="train", size=100,
                                                                                           shard_size=10))
     with pytest.raises(ReaderError, match="across the job, more than max_bad_records=3.*Fix the data"):
         next(other.batches(None, 10))
@@ -291,7 +211,7 @@ def test_an_input_re_created_with_its_session_gets_back_what_the_old_one_held(se
     data.write_text("".join(f"{i}\n" for i in range(40)))
     reader = FileReader(str(data))
     feed = ShardFeed(ShardClient(server.address, TOKEN, worker="w0"),
-                     DatasetSpec(name="train", size=40, shard_size=20))
+                     ShardingSpec(name="train", size=40, shard_size=20))
     feed.client.add_dataset(feed.dataset)
     old = feed.batches(reader, 10)
     numbers, _, tag = next(old)  # the old iterator holds shard [0, 20) and has handed out one batch of it

@@ -8,7 +8,7 @@ import pytest
 from elastimator.elastic.permutation import Permutation
 from elastimator.elastic.shards import (
     Assigned,
-    DatasetSpec,
+    ShardingSpec,
     Drained,
     Failed,
     Finished,
@@ -20,7 +20,7 @@ from elastimator.elastic.shards import (
 
 def _book(size=10, shard_size=4, epochs=1, **kwargs):
     book = ShardBook()
-    book.add_dataset(DatasetSpec(name="train", size=size, shard_size=shard_size, epochs=epochs, **kwargs))
+    book.add_dataset(ShardingSpec(name="train", size=size, shard_size=shard_size, epochs=epochs, **kwargs))
     return book
 
 
@@ -98,9 +98,9 @@ def test_bad_reports_are_refused():
     with pytest.raises(ShardServiceError, match=r"unknown data set 'eval'; registered: \['train'\]"):
         book.request("eval", "a")
     with pytest.raises(ShardServiceError, match="already registered"):
-        book.add_dataset(DatasetSpec(name="train", size=11, shard_size=4))
+        book.add_dataset(ShardingSpec(name="train", size=11, shard_size=4))
     with pytest.raises(ShardServiceError, match="shard_size must be an int >= 1"):
-        DatasetSpec(name="x", size=10, shard_size=0)
+        ShardingSpec(name="x", size=10, shard_size=0)
 
 
 def test_a_report_from_before_a_rewind_cannot_inflate_progress():
@@ -216,7 +216,7 @@ def test_random_failures_lose_no_record_and_replay_nothing_trained():
 
 def test_a_restarted_service_never_repeats_a_lease():
     old = ShardBook(incarnation=1)
-    old.add_dataset(DatasetSpec(name="train", size=20, shard_size=20))
+    old.add_dataset(ShardingSpec(name="train", size=20, shard_size=20))
     old.commit(old.seal(), checkpoint_step=0)
     sealed = old.to_dict()
     stale = old.request("train", "a")  # handed out by the service that then dies
@@ -262,7 +262,7 @@ def test_a_permutation_is_a_seeded_bijection(n):
 def test_a_seal_grows_with_the_shards_in_flight_not_with_the_data():
     def seal_size(shards):
         book = ShardBook()
-        book.add_dataset(DatasetSpec(name="train", size=shards * 100, shard_size=100, epochs=3, shuffle=True))
+        book.add_dataset(ShardingSpec(name="train", size=shards * 100, shard_size=100, epochs=3, shuffle=True))
         held = [book.request("train", f"w{i}") for i in range(64)]
         for worker, decision in enumerate(held[:32]):
             book.report("train", f"w{worker}", decision.shard_id, 50, lease=decision.lease)

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import elastimator as est
 from elastimator import ConfigError
-from elastimator.training import evaluator
+from elastimator.training import eval_rounds
 from tests.helpers import eval_input, linear_model_fn, read_events, train_input
 
 
@@ -129,7 +129,7 @@ def test_stop_if_no_decrease_reads_the_eval_history(make_estimator, iris):
     writer_dir = estimator.eval_dir()
     for step, loss in ((100, 0.5), (200, 0.4), (300, 0.45), (400, 0.41)):
         evaluator_summary = {"loss": loss, "global_step": step}
-        from elastimator.estimator.evaluation import write_eval_summaries
+        from elastimator.estimator.evaluate_loop import write_eval_summaries
         write_eval_summaries(writer_dir, step, evaluator_summary)
     stalled = est.stop_if_no_decrease_hook(estimator, "loss", max_steps_without_decrease=200)
     patient = est.stop_if_no_decrease_hook(estimator, "loss", max_steps_without_decrease=300)
@@ -188,11 +188,11 @@ def test_evaluator_never_misses_the_final_checkpoint(make_estimator, iris, recei
     x, y = iris
     estimator = make_estimator(save_checkpoints_steps=10, keep_checkpoint_max=1)
     estimator.train(train_input(x, y, batch_size=50, num_epochs=10))  # ends with the input at step 30
-    evaluator.mark_training_done(estimator.model_dir, 30)
+    eval_rounds.mark_training_done(estimator.model_dir, 30)
     eval_spec = est.EvalSpec(eval_input(x, y), start_delay_secs=0, throttle_secs=10_000,
                              exporters=est.FinalExporter("final", receiver))
     sleeps = []
-    result = evaluator.run_evaluator(estimator, eval_spec, max_steps=None, sleep=sleeps.append)
+    result = eval_rounds.run_evaluator(estimator, eval_spec, max_steps=None, sleep=sleeps.append)
     assert result.step == 30 and result.final and len(result.export_results) == 1
     assert sleeps == []  # nothing to wait for: the final checkpoint was there
 
@@ -205,7 +205,7 @@ def test_evaluator_runs_final_exports_for_an_already_evaluated_checkpoint(make_e
                              exporters=est.FinalExporter("final", receiver))
 
     def sleep(_):  # the chief marks training done only after the evaluator saw step 20
-        evaluator.mark_training_done(estimator.model_dir, 20)
+        eval_rounds.mark_training_done(estimator.model_dir, 20)
 
-    result = evaluator.run_evaluator(estimator, eval_spec, max_steps=1000, sleep=sleep)
+    result = eval_rounds.run_evaluator(estimator, eval_spec, max_steps=1000, sleep=sleep)
     assert result.step == 20 and result.final and len(result.export_results) == 1

@@ -149,7 +149,7 @@ def _die_with_parent() -> None:
 class Launcher:
     """Starts and supervises one job's processes on this machine: the shell around `supervision.step`.
 
-    Each turn (5 a second) it turns what it sees into events (exits, servers that
+    Each turn (every `turn_secs`) it turns what it sees into events (exits, servers that
     listen, scale requests, a stop request), asks `supervision.step` what to do,
     and does it. It decides nothing itself.
 
@@ -159,7 +159,11 @@ class Launcher:
         >>> exit_code = launcher.run()
     """
 
-    def __init__(self, spec: LaunchSpec, out: TextIO | None = None, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, spec: LaunchSpec, out: TextIO | None = None, clock: Callable[[], float] = time.monotonic, *,
+                 spawn: Callable[[list[str], dict[str, str]], subprocess.Popen] | None = None,
+                 probe: Callable[[str], bool] | None = None, turn_secs: float = 0.2):
+        """`spawn(command, env)` starts a task's process and `probe(address)` tells whether its server listens;
+        both default to the real thing, and tests pass fakes (with a fake `clock` and a short `turn_secs`)."""
         self.spec = spec
         self.plan = ClusterPlan.allocate(spec.ps, spec.worker_slots, spec.host, spec.base_port)
         self.logs_dir = os.path.join(spec.model_dir, "logs")
@@ -169,6 +173,9 @@ class Launcher:
         self._out = out if out is not None else sys.stdout
         self._out_lock = threading.Lock()
         self._clock = clock
+        self._spawn = spawn or _popen
+        self._probe = probe or (lambda address: reachable(address, timeout_secs=0.5))
+        self._turn_secs = turn_secs
         self._job: supervision.Job | None = None
         self._processes: dict[str, subprocess.Popen] = {}
         self._pumps: dict[str, threading.Thread] = {}
@@ -246,7 +253,7 @@ class Launcher:
         self._job, decisions = supervision.begin(tasks, self.spec.workers, self._clock())
         code = self._carry_out(decisions)
         while code is None:
-            self._stopping.wait(0.2)
+            self._stopping.wait(self._turn_secs)
             now = self._clock()
             events = [supervision.StopRequested()] if self._stopping.is_set() else self._observe(now)
             self._job, decisions = supervision.step(self._job, events, now, self.policy)
@@ -268,7 +275,7 @@ class Launcher:
             if name not in self._stepped and progress_file.read(self._progress_path(name)) is not None:
                 self._stepped.add(name)
                 self._event("first_step", name)
-            if child.state is supervision.State.STARTING and reachable(self.plan.address(child.task), 0.5):
+            if child.state is supervision.State.STARTING and self._probe(self.plan.address(child.task)):
                 events.append(supervision.Listening(name))
         return events
 
@@ -332,9 +339,7 @@ class Launcher:
         log = open(os.path.join(self.logs_dir, f"{task.name}.log"), "a")
         log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} start (restart {restart})\n")
         log.flush()
-        process = self._processes[task.name] = subprocess.Popen(
-            self._command(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self._env(task), text=True,
-            errors="replace", bufsize=1, start_new_session=True, preexec_fn=_die_with_parent)
+        process = self._processes[task.name] = self._spawn(self._command(), self._env(task))
         pump = self._pumps[task.name] = threading.Thread(target=self._pump, args=(task, process, log),
                                                         name=f"log-{task.name}", daemon=True)
         pump.start()
@@ -423,6 +428,12 @@ class Launcher:
             "running": running and not self._stopping.is_set(), "launcher_pid": os.getpid(),
             "workers": workers, "max_workers": self.plan.max_workers, "tasks": tasks,
             "shard_service": self.plan.shard_service})
+
+
+def _popen(command: list[str], env: dict[str, str]) -> subprocess.Popen:
+    """A task's process: its own session, output piped (line by line) for the launcher to prefix and log."""
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
+                            errors="replace", bufsize=1, start_new_session=True, preexec_fn=_die_with_parent)
 
 
 def _terminate(processes: list[subprocess.Popen], grace_secs: float) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 
 from elastimator.elastic.service import KEEPALIVE_MS, METHODS, SERVICE, TOKEN_HEADER, ShardService
-from elastimator.elastic.shards import Assigned, DatasetSpec, Drained, Failed, Finished, ShardServiceError, Wait
+from elastimator.elastic.shards import Assigned, ShardingSpec, Drained, Failed, Finished, ShardServiceError, Wait
 
 logger = logging.getLogger("elastimator")
 
@@ -108,7 +108,7 @@ class ShardClient:
         self.lease_floor = reply.get("lease_floor", self.lease_floor)
         return reply
 
-    def add_dataset(self, spec: DatasetSpec) -> None:
+    def add_dataset(self, spec: ShardingSpec) -> None:
         self.call("add_dataset", dataset=dataclasses.asdict(spec))
 
     def request(self, dataset: str) -> Assigned | Wait | Drained | Finished | Failed:

@@ -31,7 +31,7 @@ from elastimator.elastic.client import ShardClient
 from elastimator.elastic.shards import (
     SHARD_TAG,
     Assigned,
-    DatasetSpec,
+    ShardingSpec,
     Drained,
     Failed,
     Finished,
@@ -98,7 +98,7 @@ class ShardFeed:
         heartbeat_secs: How often to tell the service this process is alive.
     """
 
-    def __init__(self, client: ShardClient, dataset: DatasetSpec, wait_timeout_secs: float = 600.0,
+    def __init__(self, client: ShardClient, dataset: ShardingSpec, wait_timeout_secs: float = 600.0,
                  heartbeat_secs: float = 1.0):
         self.client = client
         self.dataset = dataset

@@ -39,7 +39,7 @@ from elastimator._validate import is_int
 from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.shards import (
     Assigned,
-    DatasetSpec,
+    ShardingSpec,
     Drained,
     Failed,
     Finished,
@@ -167,11 +167,11 @@ class ShardService:
     # --- methods -----------------------------------------------------------------------------
 
     def _add_dataset(self, request):
-        fields = {f.name for f in dataclasses.fields(DatasetSpec)}
+        fields = {f.name for f in dataclasses.fields(ShardingSpec)}
         spec = request.get("dataset")
         if not isinstance(spec, dict) or set(spec) - fields:
             raise ShardServiceError(f"add_dataset needs 'dataset' with fields {sorted(fields)}; got {spec!r}.")
-        self.book.add_dataset(DatasetSpec(**spec))
+        self.book.add_dataset(ShardingSpec(**spec))
         return {}
 
     def _open_for_shards(self, request):

@@ -49,8 +49,9 @@ class ShardServiceError(ElastimatorError, ValueError):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class DatasetSpec:
-    """A data set the service hands out in shards."""
+class ShardingSpec:
+    """How the shard service cuts a data set into shards and hands them out (how records are read and parsed is
+    `data.DataSetSpec`'s business)."""
 
     name: str
     size: int
@@ -137,7 +138,7 @@ class Failed:
 
 @dataclasses.dataclass
 class _Dataset:
-    spec: DatasetSpec
+    spec: ShardingSpec
     epoch: int
     """The epoch whose shards are being handed out."""
     cursor: int
@@ -217,7 +218,7 @@ class ShardBook:
 
     # --- data sets ---------------------------------------------------------------------------
 
-    def add_dataset(self, spec: DatasetSpec) -> None:
+    def add_dataset(self, spec: ShardingSpec) -> None:
         """Registers a data set; registering the same spec again is a no-op."""
         existing = self._datasets.get(spec.name)
         if existing is not None:
@@ -466,7 +467,7 @@ class ShardBook:
             legacy = state.get("version") is None
             for name, d in state["datasets"].items():
                 dataset = _legacy_dataset(d) if legacy else _Dataset(
-                    spec=DatasetSpec(**d["spec"]), epoch=int(d["epoch"]), cursor=int(d["cursor"]),
+                    spec=ShardingSpec(**d["spec"]), epoch=int(d["epoch"]), cursor=int(d["cursor"]),
                     returned=[Shard(**s) for s in d["returned"]], doing={s["id"]: Shard(**s) for s in d["doing"]},
                     next_id=int(d["next_id"]), done_shards=int(d["done_shards"]),
                     trained_records=int(d["trained_records"]), handed_records=int(d["handed_records"]),
@@ -485,7 +486,7 @@ def _legacy_dataset(d: dict) -> _Dataset:
     Its TODO list becomes the given-back list, ahead of an epoch marked as all handed out; TODO shards get new
     ids above every base shard id (legacy ids were a plain counter, which base ids of later epochs could meet).
     """
-    spec = DatasetSpec(**d["spec"])
+    spec = ShardingSpec(**d["spec"])
     done = [Shard(**s) for s in d["done"]]
     doing = [Shard(**s) for s in d["doing"]]
     first_id = max(int(d["next_id"]), spec.epochs * spec.shards_per_epoch)

@@ -14,10 +14,10 @@ from elastimator.errors import CheckpointError, ConfigError, ModelDirError, Mode
 from elastimator.estimator import (
     calls,
     checkpoints,
-    evaluation,
+    evaluate_loop,
     exporting,
-    prediction,
-    training,
+    predict_loop,
+    train_loop,
 )
 from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.estimator.predictor import Predictor
@@ -141,7 +141,7 @@ class Estimator:
         Raises:
             NanLossError: the loss became NaN; the last good checkpoint stays.
         """
-        self.last_train_loss = training.train(self, input_fn, hooks, steps, max_steps, saving_listeners)
+        self.last_train_loss = train_loop.train(self, input_fn, hooks, steps, max_steps, saving_listeners)
         return self
 
     def evaluate(
@@ -158,7 +158,7 @@ class Estimator:
             Metrics by name, including "loss" (mean over batches) and "global_step".
             They are also written as events to `eval_dir(name)`.
         """
-        return evaluation.evaluate(self, input_fn, steps, hooks, checkpoint_path, name)
+        return evaluate_loop.evaluate(self, input_fn, steps, hooks, checkpoint_path, name)
 
     def predict(
         self,
@@ -169,7 +169,7 @@ class Estimator:
         yield_single_examples: bool = True,
     ) -> Iterator:
         """Yields predictions (one per example, or per batch) from the newest checkpoint."""
-        return prediction.predict(self, input_fn, predict_keys, hooks, checkpoint_path, yield_single_examples)
+        return predict_loop.predict(self, input_fn, predict_keys, hooks, checkpoint_path, yield_single_examples)
 
     def predictor(
         self,
@@ -210,7 +210,7 @@ class Estimator:
 
     def eval_dir(self, name: str | None = None) -> str:
         """Where `evaluate(name=name)` writes its events."""
-        return evaluation.eval_dir(self._model_dir, name)
+        return evaluate_loop.eval_dir(self._model_dir, name)
 
     def get_variable_names(self) -> list[str]:
         """Names of the variables in the newest checkpoint."""

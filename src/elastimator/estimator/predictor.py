@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from elastimator.errors import InputFnError
-from elastimator.estimator import checkpoints, model_graph, prediction, sessions
+from elastimator.estimator import checkpoints, model_graph, predict_loop, sessions
 from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.export.receivers import ServingInputReceiver
 
@@ -51,7 +51,7 @@ class Predictor:
             built = model_graph.build(model_fn=estimator.model_fn, params=estimator.params, config=config,
                                       mode=ModeKeys.PREDICT, features=receiver.features, place_on_cluster=False)
             self._inputs = dict(receiver.receiver_tensors)
-            self._outputs = prediction.select(built.spec.predictions, predict_keys)
+            self._outputs = predict_loop.select(built.spec.predictions, predict_keys)
             scaffold = sessions.make_scaffold(built.spec, config)
             scaffold.finalize()
             self._saver = scaffold.saver

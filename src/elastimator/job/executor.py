@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
-import os
 from typing import Any, Mapping, Sequence
 
 import tensorflow as tf
@@ -20,7 +19,7 @@ from elastimator.data.dataset import DataSetInput, serving_input_receiver_fn
 from elastimator.elastic.feed import ServiceConfig, ShardFeed, ShardReportHook, ShardRestoreHook, ShardSealListener
 from elastimator.elastic.client import ShardClient
 from elastimator.elastic.service import ShardServer, serve
-from elastimator.elastic.shards import DatasetSpec
+from elastimator.elastic.shards import ShardingSpec
 from elastimator.errors import ConfError
 from elastimator.estimator import checkpoints
 from elastimator.estimator.estimator import Estimator
@@ -144,7 +143,7 @@ def _elastic(conf: JobConf, config: RunConfig, service: ServiceConfig) -> _Elast
         client = ShardClient.in_process(server.service, worker)
     else:
         client = ShardClient(service.address, service.token, worker=worker)
-    dataset = DatasetSpec(name=spec.name, size=spec.reader.data_nums, shard_size=spec.shard_size or 10 * spec.batch_size,
+    dataset = ShardingSpec(name=spec.name, size=spec.reader.data_nums, shard_size=spec.shard_size or 10 * spec.batch_size,
                           epochs=spec.epoch or 1_000_000, shuffle=spec.shuffle, seed=conf.tf_random_seed or 0)
     feed = ShardFeed(client, dataset).start()
     hooks: list = [StepHook(lambda step: ShardReportHook(feed, step))]
@@ -188,12 +187,7 @@ def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: b
     train_spec = TrainSpec(train, max_steps=conf.max_steps, hooks=hooks, saving_listeners=listeners)
     try:
         if evaluation is None:
-            train_only(estimator, train_spec)
-            if config.is_chief:
-                checkpoint = estimator.latest_checkpoint()
-                path = exporter.export(estimator, os.path.join(estimator.model_dir, "export", exporter.name),
-                                       checkpoint, {"global_step": checkpoints.global_step_of(checkpoint)}, True)
-                exports = [path] if path else []
+            exports = train_only(estimator, train_spec, exporters=[exporter])
         else:
             policy = EveryNSeconds(conf.eval_throttle_secs)
             if conf.eval_every_steps:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Sequence
 
 import tensorflow as tf
 
@@ -11,7 +12,7 @@ from elastimator.errors import ConfigError
 from elastimator.estimator import checkpoints
 from elastimator.estimator.estimator import Estimator
 from elastimator.estimator.run_config import TaskType
-from elastimator.training import evaluator, servers
+from elastimator.training import eval_rounds, servers
 from elastimator.training.policies import EvalRecord
 from elastimator.training.specs import EvalSpec, TrainSpec
 
@@ -24,12 +25,12 @@ class _EvaluateAfterSave(tf.compat.v1.train.CheckpointSaverListener):
     def __init__(self, estimator, eval_spec: EvalSpec, max_steps: int | None):
         self._estimator, self._spec, self._max_steps = estimator, eval_spec, max_steps
         self._last: EvalRecord | None = None
-        self.last_round: evaluator.RoundResult | None = None
+        self.last_round: eval_rounds.RoundResult | None = None
 
     def _round(self, step: int, final: bool) -> None:
         started = time.monotonic()
         checkpoint = checkpoints.latest_checkpoint(self._estimator.model_dir)
-        self.last_round = evaluator.evaluation_round(self._estimator, self._spec, checkpoint, final)
+        self.last_round = eval_rounds.evaluation_round(self._estimator, self._spec, checkpoint, final)
         self._last = EvalRecord(step, started)
 
     def after_save(self, session, global_step_value):
@@ -46,7 +47,7 @@ class _EvaluateAfterSave(tf.compat.v1.train.CheckpointSaverListener):
             self._round(step, final=True)
         else:  # evaluated this checkpoint already; at most the final exports are missing
             checkpoint = checkpoints.latest_checkpoint(self._estimator.model_dir)
-            self.last_round = evaluator.finalize(self._estimator, self._spec, self.last_round, checkpoint)
+            self.last_round = eval_rounds.finalize(self._estimator, self._spec, self.last_round, checkpoint)
 
 
 def _check_args(estimator, train_spec, eval_spec) -> None:
@@ -72,7 +73,7 @@ def _run_local(estimator, train_spec: TrainSpec, eval_spec: EvalSpec):
     result = listener.last_round
     if result is None:  # max_steps was already reached: evaluate what is there
         checkpoint = checkpoints.latest_checkpoint(estimator.model_dir)
-        result = evaluator.evaluation_round(estimator, eval_spec, checkpoint, final=True)
+        result = eval_rounds.evaluation_round(estimator, eval_spec, checkpoint, final=True)
     return result.metrics, result.export_results
 
 
@@ -80,17 +81,17 @@ def _run_trainer(estimator, train_spec: TrainSpec):
     config = estimator.config
     server = servers.start_server(config)
     if config.is_chief:
-        evaluator.clear_training_done(estimator.model_dir)
+        eval_rounds.clear_training_done(estimator.model_dir)
     logger.info("%s %d: training against %d parameter server(s).", config.task_type, config.task_id,
                 config.num_ps_replicas)
     hooks = list(train_spec.hooks)
     if not config.is_chief:
-        hooks.append(servers.StrandedWorkerExit(lambda: evaluator.training_done_at(estimator.model_dir)))
+        hooks.append(servers.StrandedWorkerExit(lambda: eval_rounds.training_done_at(estimator.model_dir)))
     estimator.train(train_spec.input_fn, hooks=hooks, max_steps=train_spec.max_steps,
                     saving_listeners=train_spec.saving_listeners if config.is_chief else None)
     if config.is_chief:
         final = checkpoints.global_step_of(checkpoints.latest_checkpoint(estimator.model_dir))
-        evaluator.mark_training_done(estimator.model_dir, final)
+        eval_rounds.mark_training_done(estimator.model_dir, final)
     if config.num_ps_replicas:
         servers.signal_done(config, server.target)
     return None, []
@@ -105,12 +106,17 @@ def _run_ps(estimator):
 
 
 def _run_evaluator(estimator, train_spec: TrainSpec, eval_spec: EvalSpec):
-    result = evaluator.run_evaluator(estimator, eval_spec, train_spec.max_steps)
+    result = eval_rounds.run_evaluator(estimator, eval_spec, train_spec.max_steps)
     return (result.metrics, result.export_results) if result else (None, [])
 
 
-def train_only(estimator: Estimator, train_spec: TrainSpec):
-    """Trains without evaluating, locally or as this process's role (chief, worker or ps)."""
+def train_only(estimator: Estimator, train_spec: TrainSpec, exporters: Sequence = ()) -> list:
+    """Trains without evaluating, locally or as this process's role (chief, worker or ps); then the chief runs
+    `exporters` once on the final checkpoint (as final exports, with the global step as their metrics).
+
+    Returns:
+        The paths the exporters wrote (empty for workers and parameter servers).
+    """
     config = estimator.config
     if config.task_type == TaskType.EVALUATOR:
         raise ConfigError("an evaluator task needs an EvalSpec; this job evaluates nothing. Remove the evaluator "
@@ -118,11 +124,15 @@ def train_only(estimator: Estimator, train_spec: TrainSpec):
     if not config.cluster.is_distributed:
         estimator.train(train_spec.input_fn, hooks=train_spec.hooks, max_steps=train_spec.max_steps,
                         saving_listeners=train_spec.saving_listeners)
-        return
-    if config.task_type == TaskType.PS:
+    elif config.task_type == TaskType.PS:
         _run_ps(estimator)
     else:
         _run_trainer(estimator, train_spec)
+    if not config.is_chief or not exporters:
+        return []
+    checkpoint = checkpoints.latest_checkpoint(estimator.model_dir)
+    metrics = {"global_step": checkpoints.global_step_of(checkpoint)}
+    return eval_rounds.run_exporters(estimator, exporters, checkpoint, metrics, final=True)
 
 
 def train_and_evaluate(estimator: Estimator, train_spec: TrainSpec, eval_spec: EvalSpec):

@@ -1,0 +1,121 @@
+"""The shard service in process: its handlers, liveness and seals, with a number for a clock (no gRPC)."""
+
+import os
+
+import pytest
+
+from elastimator.elastic.feed import ShardFeed, ShardReportHook
+from elastimator.elastic.client import ShardClient
+from elastimator.elastic.seal_store import SealStore
+from elastimator.elastic.service import METHODS, ShardService
+from elastimator.elastic.shards import ShardingSpec, ShardServiceError
+from elastimator.errors import ReaderError
+from elastimator.estimator.training_step import TrainingStep
+
+TOKEN = "job-token-123"
+
+
+def test_every_protocol_method_has_a_handler_and_nothing_else_is_callable():
+    service = ShardService(TOKEN)
+    assert set(service._handlers) == set(METHODS)  # pylint: disable=protected-access
+    for method in ("_request", "__init__", "resume", "reap", "handle"):
+        with pytest.raises(ShardServiceError, match=f"unknown method {method!r}; expected one of"):
+            service.handle(method, {})
+
+
+def test_shards_wait_after_a_resume_until_the_chief_opens_the_service(tmp_path):
+    first = ShardService(TOKEN, SealStore(str(tmp_path)))
+    first.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 4}})
+    seal = first.handle("seal", {"checkpoint_step": 10, "worker": "chief-0"})["seal_id"]
+    first.handle("commit", {"seal_id": seal, "checkpoint_step": 10, "worker": "chief-0"})
+    resumed = ShardService(TOKEN, SealStore(str(tmp_path)))
+    assert resumed.resume(checkpoint_step=10)
+    assert resumed.handle("request", {"dataset": "train", "worker": "w0"})["decision"] == "wait"
+    resumed.handle("open", {"worker": "chief-0"})
+    assert resumed.handle("request", {"dataset": "train", "worker": "w0"})["decision"] == "assigned"
+
+
+def test_a_report_hook_needs_an_input_that_declares_shard_tags():
+    feed = ShardFeed(ShardClient.in_process(ShardService(TOKEN), "w0"), ShardingSpec(name="t", size=4, shard_size=2))
+    with pytest.raises(ReaderError, match="the input declares no shard tags; use a DataSetInput with a ShardFeed"):
+        ShardReportHook(feed, TrainingStep(loss=None, global_step=None, outputs={}))
+
+
+def test_corrupted_seal_file_refuses_to_start(tmp_path):
+    store = SealStore(str(tmp_path))
+    store.write(10, {"datasets": {}, "next_seal": 1})
+    with open(store.path(10), "w") as f:
+        f.write('{"checkpoint_step": 10, "state": ')
+    with pytest.raises(ShardServiceError, match=f"seal file {store.path(10)} is corrupted.*Refusing to start"):
+        ShardService(TOKEN, store).resume(checkpoint_step=10)
+
+
+def test_silent_workers_are_reaped_and_their_shards_return():
+    now = [0.0]
+    service = ShardService(TOKEN, worker_timeout_secs=5, clock=lambda: now[0])
+    service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 8}})
+    assigned = service.handle("request", {"dataset": "train", "worker": "w0"})
+    service.handle("report", {"dataset": "train", "worker": "w0", "shard_id": assigned["shard_id"], "consumed": 3,
+                              "offset": assigned["start"]})
+    now[0] = 4.0
+    assert service.reap() == []
+    now[0] = 10.0
+    assert service.reap() == ["w0"]
+    rest = service.handle("request", {"dataset": "train", "worker": "w1"})
+    assert (rest["start"], rest["end"]) == (3, 8)
+
+
+def test_a_seal_never_committed_stops_holding_reports_after_its_timeout():
+    now = [0.0]
+    service = ShardService(TOKEN, clock=lambda: now[0], seal_timeout_secs=10)
+    service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 8}})
+    shard = service.handle("request", {"dataset": "train", "worker": "w0"})
+    report = {"dataset": "train", "worker": "w0", "shard_id": shard["shard_id"], "consumed": 2,
+              "offset": shard["start"]}
+    service.handle("seal", {"worker": "chief-0", "checkpoint_step": 5})  # and then the chief dies
+    assert service.handle("report", report)["sealing"]
+    now[0] = 11.0
+    assert "sealing" not in service.handle("report", report)
+    assert service.book.status("train")["trained_records"] == 2
+
+
+def test_what_the_service_refuses_leaves_no_trace():
+    """Issue 15: a refused seal held reports for 30 s, a data set that failed validation stayed registered,
+    and a retried report without an offset counted twice."""
+    service = ShardService(TOKEN)
+    with pytest.raises(ShardServiceError, match="seed must be an int"):
+        service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 4, "seed": "x"}})
+    with pytest.raises(ShardServiceError, match="unknown data set 'train'"):
+        service.handle("request", {"dataset": "train", "worker": "w0"})
+    service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 4}})
+    with pytest.raises(ShardServiceError, match="checkpoint_step"):
+        service.handle("seal", {"worker": "chief-0", "checkpoint_step": "ten"})
+    shard = service.handle("request", {"dataset": "train", "worker": "w0"})
+    report = {"dataset": "train", "worker": "w0", "shard_id": shard["shard_id"], "consumed": 2}
+    with pytest.raises(ShardServiceError, match="field 'offset' must be a int"):
+        service.handle("report", report)
+    for _ in range(2):  # the retry of a report whose reply was lost
+        assert "sealing" not in service.handle("report", {**report, "offset": shard["start"]})
+    assert service.book.status("train")["trained_records"] == 2
+
+
+def test_seal_store_keeps_the_newest(tmp_path):
+    store = SealStore(str(tmp_path), keep=2)
+    for step in (10, 20, 30):
+        store.write(step, {"datasets": {}, "next_seal": 1})
+    assert store.steps() == [20, 30]
+    assert not os.path.exists(store.path(10))
+    with pytest.raises(ShardServiceError, match="no seal for checkpoint step 10"):
+        store.read(10)
+
+
+def test_a_checkpoint_saved_just_before_a_crash_finds_its_pending_seal(tmp_path):
+    service = ShardService(TOKEN, SealStore(str(tmp_path)))
+    service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 4}})
+    shard = service.handle("request", {"dataset": "train", "worker": "w0"})
+    service.handle("report", {"dataset": "train", "worker": "w0", "shard_id": shard["shard_id"], "consumed": 4,
+                              "offset": shard["start"]})
+    service.handle("seal", {"checkpoint_step": 124, "worker": "chief"})  # the chief dies before committing
+    resumed = ShardService(TOKEN, SealStore(str(tmp_path)))
+    assert resumed.resume(checkpoint_step=124)
+    assert resumed.handle("status", {"dataset": "train"})["trained_records"] == 4
