@@ -12,6 +12,7 @@ from typing import Callable
 import tensorflow as tf
 
 from elastimator.estimator import checkpoints
+from elastimator.training import exporters
 from elastimator.training.policies import EvalRecord
 from elastimator.training.specs import EvalSpec
 
@@ -29,26 +30,12 @@ class RoundResult:
     final: bool
 
 
-def export_dir(estimator, exporter) -> str:
-    return os.path.join(estimator.model_dir, "export", exporter.name)
-
-
-def run_exporters(estimator, exporters, checkpoint: str, metrics: dict, final: bool) -> list:
-    """Runs each exporter on `checkpoint` (into `<model_dir>/export/<name>`); returns the paths they wrote."""
-    results = []
-    for exporter in exporters:
-        path = exporter.export(estimator, export_dir(estimator, exporter), checkpoint, metrics, final)
-        if path is not None:
-            results.append(path)
-    return results
-
-
 def evaluation_round(estimator, eval_spec: EvalSpec, checkpoint: str, final: bool) -> RoundResult:
     """Evaluates `checkpoint`, then runs every exporter on the result."""
     metrics = estimator.evaluate(eval_spec.input_fn, steps=eval_spec.steps, hooks=eval_spec.hooks,
                                  checkpoint_path=checkpoint, name=eval_spec.name)
     step = int(metrics["global_step"])
-    return RoundResult(step, metrics, run_exporters(estimator, eval_spec.exporters, checkpoint, metrics, final), final)
+    return RoundResult(step, metrics, exporters.run_all(estimator, eval_spec.exporters, checkpoint, metrics, final), final)
 
 
 # --- training-done marker: the chief's word that no more checkpoints will come -----------------
@@ -85,7 +72,7 @@ def finalize(estimator, eval_spec: EvalSpec, last_round: RoundResult | None, che
     """Runs the final exports for a checkpoint that was evaluated before it was known to be the last."""
     if last_round is None or last_round.final:
         return last_round
-    exports = run_exporters(estimator, eval_spec.exporters, checkpoint, last_round.metrics, final=True)
+    exports = exporters.run_all(estimator, eval_spec.exporters, checkpoint, last_round.metrics, final=True)
     return RoundResult(last_round.step, last_round.metrics, exports, True)
 
 

@@ -226,3 +226,17 @@ class BestExporter(_SavedModelExporter):
         self._best = dict(eval_result)
         garbage_collect(export_path, self._keep)
         return path
+
+
+def export_dir(estimator, exporter) -> str:
+    return os.path.join(estimator.model_dir, "export", exporter.name)
+
+
+def run_all(estimator, exporters, checkpoint: str, metrics: dict, final: bool) -> list:
+    """Runs each exporter on `checkpoint` (into `<model_dir>/export/<name>`); returns the paths they wrote."""
+    results = []
+    for exporter in exporters:
+        path = exporter.export(estimator, export_dir(estimator, exporter), checkpoint, metrics, final)
+        if path is not None:
+            results.append(path)
+    return results

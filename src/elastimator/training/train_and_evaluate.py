@@ -13,6 +13,7 @@ from elastimator.estimator import checkpoints
 from elastimator.estimator.estimator import Estimator
 from elastimator.estimator.run_config import TaskType
 from elastimator.training import eval_rounds, servers
+from elastimator.training import exporters as exporter_lib
 from elastimator.training.policies import EvalRecord
 from elastimator.training.specs import EvalSpec, TrainSpec
 
@@ -132,7 +133,7 @@ def train_only(estimator: Estimator, train_spec: TrainSpec, exporters: Sequence 
         return []
     checkpoint = checkpoints.latest_checkpoint(estimator.model_dir)
     metrics = {"global_step": checkpoints.global_step_of(checkpoint)}
-    return eval_rounds.run_exporters(estimator, exporters, checkpoint, metrics, final=True)
+    return exporter_lib.run_all(estimator, exporters, checkpoint, metrics, final=True)
 
 
 def train_and_evaluate(estimator: Estimator, train_spec: TrainSpec, eval_spec: EvalSpec):

@@ -1,4 +1,5 @@
-"""The engine benchmark runs at tiny size, so it cannot rot (no timing is asserted)."""
+"""Every benchmark runs at tiny size, so none can rot (no timing is asserted); several start processes of their
+own, hence integration."""
 
 import json
 import os
@@ -6,6 +7,7 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.integration
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

@@ -1,0 +1,75 @@
+"""ShardFeed and ShardReportHook against an in-process service: shards in as tagged batches, reports out."""
+
+import numpy as np
+import pytest
+
+from elastimator.data import ElasticReader
+from elastimator.elastic.client import ShardClient
+from elastimator.elastic.feed import ShardFeed, ShardReportHook
+from elastimator.elastic.service import ShardService
+from elastimator.elastic.shards import SHARD_TAG, ShardingSpec
+from elastimator.estimator.training_step import TrainingStep
+
+TOKEN = "job-token-123"
+
+
+class Numbers(ElasticReader):
+    def __init__(self, n: int):
+        super().__init__()
+        self._n = n
+
+    def count_data(self):
+        return self._n
+
+    def read_data_by_index_range(self, start_index, end_index):
+        return [f"{i},0" for i in range(start_index, end_index)]
+
+
+@pytest.fixture
+def service():
+    return ShardService(TOKEN)
+
+
+def feed_of(service, worker="worker-0", size=10, shard_size=4):
+    return ShardFeed(ShardClient.in_process(service, worker), ShardingSpec(name="train", size=size,
+                                                                          shard_size=shard_size),
+                     heartbeat_secs=60).start()
+
+
+def test_batches_cover_each_shard_and_carry_their_tag(service):
+    feed = feed_of(service)
+    batches = feed.batches(Numbers(10), batch_size=3)
+    seen = []
+    for numbers, texts, tag in batches:
+        shard_id, lease, offset, records = tag.tolist()
+        assert records == len(texts) and list(numbers) == list(range(offset + 1, offset + records + 1))
+        assert [t.decode() for t in texts] == [f"{i},0" for i in range(offset, offset + records)]
+        feed.report(shard_id, lease, offset, records)
+        seen.extend(range(offset, offset + records))
+    feed.stop()
+    assert sorted(seen) == list(range(10))  # shards of 4, 4, 2 records, in batches of at most 3
+    assert service.book.status("train")["trained_records"] == 10
+
+
+def test_a_rewind_makes_the_queued_batches_of_old_leases_stale(service):
+    feed = feed_of(service)
+    batches = feed.batches(Numbers(10), batch_size=2)
+    _, _, tag = next(batches)
+    lease = int(tag[1])
+    assert feed.is_current(lease)
+    chief = ShardClient.in_process(service, "chief-0")
+    chief.commit(chief.seal(checkpoint_step=0), checkpoint_step=0)
+    chief.restore(0)
+    feed.client.heartbeat()  # the worker hears of the rewind
+    assert not feed.is_current(lease)
+    feed.stop()
+
+
+def test_the_report_hook_reports_one_row_per_step_of_a_call(service):
+    feed = feed_of(service)
+    batches = feed.batches(Numbers(10), batch_size=2)
+    tags = np.stack([next(batches)[2] for _ in range(3)])  # a call of 3 steps
+    hook = ShardReportHook(feed, TrainingStep(loss=None, global_step=None, outputs={SHARD_TAG: None}))
+    hook.after_run(None, type("RunValues", (), {"results": tags})())
+    feed.stop()
+    assert service.book.status("train")["trained_records"] == 6
