@@ -96,3 +96,14 @@ def make_model_fn(est):
         return est.EstimatorSpec(mode, loss=loss, train_op=train_op, eval_metric_ops={"auc": auc})
 
     return model_fn
+
+
+def criteo_model_fn(features, labels, mode):
+    """The same DeepFM over the raw Criteo columns (examples/criteo): log of the counts, hashed categories."""
+    import elastimator as est
+
+    dense = tf.math.log1p(tf.cast(tf.stack([features[f"I{i}"] for i in range(1, 14)], axis=1), tf.float32))
+    ids = tf.strings.to_hash_bucket_fast(tf.stack([features[f"C{i}"] for i in range(1, 27)], axis=1), BUCKETS)
+    if labels is not None:  # (serving has none)
+        labels = tf.cast(tf.reshape(labels, [-1, 1]), tf.float32)
+    return make_model_fn(est)({"dense": dense, "ids": ids}, labels, mode)

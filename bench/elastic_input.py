@@ -42,17 +42,6 @@ from timing import WindowTimer  # noqa: E402
 TOKEN = "bench-token"
 
 
-def criteo_model_fn(features, labels, mode):
-    """DeepFM over the raw Criteo columns: log of the counts, hashed categories."""
-    dense = tf.math.log1p(tf.cast(tf.stack([features[f"I{i}"] for i in range(1, 14)], axis=1), tf.float32))
-    ids = tf.strings.to_hash_bucket_fast(tf.stack([features[f"C{i}"] for i in range(1, 27)], axis=1),
-                                         deepfm.BUCKETS)
-    labels = tf.cast(tf.reshape(labels, [-1, 1]), tf.float32)
-    return deepfm.make_model_fn(est)({"dense": dense, "ids": ids}, labels, mode)
-
-
-
-
 INPUTS = ("file_reader", "elastic", "elastic_remote")
 
 
@@ -86,7 +75,7 @@ def run(path: str, kind: str, args) -> float:
                 feed = ShardFeed(client, ShardingSpec(name="train_set", size=spec.reader.data_nums,
                                                      shard_size=10 * args.batch_size)).start()
                 hooks.append(StepHook(lambda step: ShardReportHook(feed, step)))
-            estimator = est.Estimator(criteo_model_fn, model_dir=os.path.join(model_dir, "model"),
+            estimator = est.Estimator(deepfm.criteo_model_fn, model_dir=os.path.join(model_dir, "model"),
                                       config=est.RunConfig(tf_random_seed=1))
             estimator.train(DataSetInput(spec, feed=feed), hooks=hooks, steps=args.steps)
         finally:

@@ -94,3 +94,19 @@ def test_embedding_variables_benchmark_writes_its_results(tmp_path, monkeypatch)
     assert [row["ids"] for row in result["growth"]] == [1000, 3000]  # every new id got a row of its own
     assert (tmp_path / "embedding_variables.md").exists()
     sys.modules.pop("embedding_variables", None)
+
+
+@pytest.mark.slow
+def test_scale_curves_benchmark_writes_its_table_and_plot(tmp_path, monkeypatch):
+    """Slow: one `elastimator run` process (TensorFlow's import, a graph, an export) and one shard-service
+    process."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
+    import scale_curves
+
+    result = scale_curves.main(["--records", "2048", "--base", "2048", "--log-steps", "1", "--shards", "100",
+                                "--cycles", "100", "--out", str(tmp_path)])
+    assert [r["records"] for r in result["records"]] == [2048] and result["records"][0]["examples_per_sec"] > 0
+    assert [r["shards"] for r in result["shards"]] == [100] and result["shards"][0]["peak_rss_mb"] > 0
+    assert (tmp_path / "scale_curves.png").stat().st_size > 0
+    assert "| 2,048 |" in (tmp_path / "scale_curves.md").read_text()
+    sys.modules.pop("scale_curves", None)
