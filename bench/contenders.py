@@ -60,6 +60,9 @@ def _warm_predict_rate(estimator, receiver, args) -> float:
 
 
 def _estimator(est, args, model_dir: str, **config) -> dict:
+    # The program uses the library's names first, so the library imports TensorFlow: tf.estimator 2.15 with
+    # Keras, elastimator leaving Keras out until a model uses it (this one does not).
+    est.Estimator
     import tensorflow as tf
 
     import deepfm

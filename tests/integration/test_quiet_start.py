@@ -43,3 +43,20 @@ def test_the_launcher_does_not_import_tensorflow():
     program = "import sys\nimport elastimator.cluster.launcher\nprint('tensorflow' in sys.modules)\n"
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
     assert result.stdout.splitlines()[-1] == "False", result.stderr
+
+
+def test_keras_loads_where_a_program_first_uses_it():
+    """TensorFlow imports Keras eagerly; imported by elastimator, it does not, and Keras comes when used."""
+    program = (
+        "import sys\nimport elastimator as est\nest.Estimator\n"
+        "print(sorted(m for m in ('keras', 'tf_keras', 'pandas', 'matplotlib') if m in sys.modules))\n"
+        "import tensorflow as tf\n"
+        "with tf.Graph().as_default():\n"
+        "    print(tf.compat.v1.layers.dense(tf.zeros([2, 3]), 4).shape, type(tf.keras.layers.Dense(1)).__module__)\n"
+        "import keras\nprint(keras.layers.Dense.__module__)\n")
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    deferred, layers, keras3 = result.stdout.splitlines()[-3:]
+    assert deferred == "[]"
+    assert layers.startswith("(2, 4) tf_keras.") and keras3.startswith("keras.")
