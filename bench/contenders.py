@@ -1,7 +1,7 @@
 """One contender of bench/frameworks.py, measured in its own process.
 
 Usage: python contenders.py NAME --batch-size B --steps N --warmup W --eval-batches E
-NAME: elastimator | elastimator_unfused | elastimator_multi_step | tf_estimator (run it with TF 2.15 + tensorflow-estimator) | keras_fit |
+NAME: elastimator | elastimator_unfused | elastimator_one_step | tf_estimator (run it with TF 2.15 + tensorflow-estimator) | keras_fit |
 tf_function
 
 Prints one JSON line: train examples/s (after the warm-up steps), time to first
@@ -71,11 +71,14 @@ def _estimator(est, args, model_dir: str, **config) -> dict:
     saves = []
 
     class Steps(tf.compat.v1.train.SessionRunHook):
-        """Counts the steps of each session call: one, or with steps_per_execution the global step's advance."""
+        """Counts the steps of each session call: one for tf.estimator; elastimator's global step advance, read
+        from its ordered step read (the step before a call's last), so its calls may run several steps."""
+
+        several_steps_per_call = True
 
         def begin(self):
-            reads = tf.compat.v1.get_collection("global_step_read_op_cache")  # the step before a call's last
-            self._after = reads[0] + 1 if reads and config.get("steps_per_execution", 1) > 1 else None
+            reads = tf.compat.v1.get_collection("global_step_read_op_cache")
+            self._after = reads[0] + 1 if reads and est.__name__ == "elastimator" else None
             self._last = None
 
         def after_create_session(self, session, coord):
@@ -142,12 +145,12 @@ def elastimator_unfused(args, model_dir):
     return _estimator(est, args, model_dir, fuse_sparse_updates=False)
 
 
-def elastimator_multi_step(args, model_dir):
-    """elastimator running 10 training steps per session call (RunConfig.steps_per_execution); fewer in a run
-    too short for several calls after the warm-up."""
+def elastimator_one_step(args, model_dir):
+    """elastimator running one training step per session call (RunConfig(steps_per_execution=1)), the way
+    tf.estimator does; the default sizes calls by pace, up to 20 steps each."""
     import elastimator as est
 
-    return _estimator(est, args, model_dir, steps_per_execution=max(2, min(10, args.steps // 3)))
+    return _estimator(est, args, model_dir, steps_per_execution=1)
 
 
 def tf_estimator(args, model_dir):
@@ -265,7 +268,7 @@ def tf_function(args, model_dir):
 
 
 CONTENDERS = {"elastimator": elastimator, "elastimator_unfused": elastimator_unfused,
-               "elastimator_multi_step": elastimator_multi_step, "tf_estimator": tf_estimator,
+               "elastimator_one_step": elastimator_one_step, "tf_estimator": tf_estimator,
                "keras_fit": keras_fit, "tf_function": tf_function}
 
 

@@ -39,6 +39,7 @@ from typing import Iterable, Mapping, Sequence
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
+from elastimator.estimator.steps_per_call import Pace
 from elastimator.estimator.training_step import TrainingStep
 
 _PLACEHOLDERS = frozenset({"Placeholder", "PlaceholderV2", "PlaceholderWithDefault"})
@@ -154,6 +155,17 @@ def step_after_call() -> tf.Tensor:
     return tf.compat.v1.train.get_global_step()
 
 
+def check_copyable(fetches: Sequence[tf.Operation], outputs: Mapping[str, tf.Tensor]) -> list[tf.Operation]:
+    """The ops of the step that `fetches` and `outputs` run, in dependency order; ConfigError when the step
+    cannot run several times per call (TF1 control flow, a step output without a static shape)."""
+    for name, value in outputs.items():
+        if not value.shape.is_fully_defined():
+            raise ConfigError(f"steps_per_execution > 1 stacks each step output, so it needs a static shape; "
+                              f"step output {name!r} has shape {value.shape}. Set its shape (tf.ensure_shape), or "
+                              "use steps_per_execution=1.")
+    return step_ops(list(fetches) + [value.op for value in outputs.values()])
+
+
 def build(*, train_op, loss: tf.Tensor, global_step: tf.Variable, steps: int,
           outputs: Mapping[str, tf.Tensor] | None = None) -> tuple[Execution, TrainingStep]:
     """Makes the current graph run up to `steps` training steps per call of `train_op` (see the module doc).
@@ -170,13 +182,8 @@ def build(*, train_op, loss: tf.Tensor, global_step: tf.Variable, steps: int,
         The Execution, and the TrainingStep with every output stacked over the call's steps.
     """
     outputs = dict(outputs or {})
-    for name, value in outputs.items():
-        if not value.shape.is_fully_defined():
-            raise ConfigError(f"steps_per_execution > 1 stacks each step output, so it needs a static shape; "
-                              f"step output {name!r} has shape {value.shape}. Set its shape (tf.ensure_shape), or "
-                              "use steps_per_execution=1.")
     train = train_op if isinstance(train_op, tf.Operation) else train_op.op
-    ops = step_ops([train, loss.op] + [value.op for value in outputs.values()])
+    ops = check_copyable([train, loss.op], outputs)
     # One step unless fed: the hooks' own reads of the global step (which wait for the loop) then run no loop.
     size = tf.compat.v1.placeholder_with_default(tf.constant(1, tf.int32), [], name="steps_per_execution/size")
     finished = {name: tf.compat.v1.Variable(
@@ -222,15 +229,17 @@ def build(*, train_op, loss: tf.Tensor, global_step: tf.Variable, steps: int,
 class ExecutionPlanHook(tf.compat.v1.train.SessionRunHook):
     """Sizes each session call of an Execution, and stops training at the last step.
 
-    A call runs at most `execution.steps` steps, never past `last_step`, and ends on
-    the next multiple of each of `intervals` (checkpoint, summary, logging steps), so
-    that what happens every so many steps happens on the same steps as with one
-    step per call. It replaces StopAtStepHook for a multi-step execution.
+    A call runs at most `execution.steps` steps (fewer when a `Pace` sizes it),
+    never past `last_step`, and ends on the next multiple of each of `intervals`
+    (checkpoint, summary, logging steps), so that what happens every so many steps
+    happens on the same steps as with one step per call. It replaces StopAtStepHook
+    for a multi-step execution.
     """
 
     def __init__(self, execution: Execution, *, num_steps: int | None = None, last_step: int | None = None,
-                 intervals: Sequence[int | None] = ()):
+                 intervals: Sequence[int | None] = (), pace: Pace | None = None):
         self.execution = execution
+        self._pace = pace
         self._num_steps, self._last_step = num_steps, last_step
         self._intervals = tuple(n for n in intervals if n)
         self.step = 0
@@ -246,16 +255,20 @@ class ExecutionPlanHook(tf.compat.v1.train.SessionRunHook):
             coord.request_stop()
 
     def before_run(self, run_context):
-        size = self.execution.steps
+        size = self.execution.steps if self._pace is None else min(self.execution.steps, self._pace.next_size())
         if self._last_step is not None:
             size = min(size, self._last_step - self.step)
         for interval in self._intervals:
             size = min(size, interval - self.step % interval)
         size = max(size, 1)
         self.planned_end = self.step + size
+        if self._pace is not None:
+            self._pace.started(size)
         return tf.compat.v1.train.SessionRunArgs(self.execution.step_read, feed_dict={self.execution.size: size})
 
     def after_run(self, run_context, run_values):
+        if self._pace is not None:
+            self._pace.finished(self.planned_end - self.step)
         self.step = int(run_values.results) + 1
         if self._last_step is not None and self.step >= self._last_step:
             run_context.request_stop()

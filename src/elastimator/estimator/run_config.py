@@ -100,10 +100,11 @@ class RunConfig:
     fuse_sparse_updates: bool = True
     """Apply v1 Adam's embedding (sparse) gradients with its fused dense kernel: the same arithmetic in
     fewer passes over each table (elastimator.estimator.fused_updates). False keeps TensorFlow's ops."""
-    steps_per_execution: int = 1
+    steps_per_execution: int | None = None
     """Training steps per session call (TPUEstimator's `iterations_per_loop`). Above 1, hooks run once per call
     and see its last step; checkpoints, summaries and logs still land on their step intervals
-    (elastimator.estimator.multi_step)."""
+    (elastimator.estimator.multi_step). None (the default): up to 20 steps per call, each call about 0.2 s, when
+    every hook acts on the global step rather than on calls; else 1 (elastimator.estimator.steps_per_call)."""
     tf_config: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False)
     """TF_CONFIG as a dict; None reads the environment variable once, here."""
     cluster: ClusterInfo = dataclasses.field(init=False, repr=False, compare=False)
@@ -133,8 +134,9 @@ class RunConfig:
         if not isinstance(self.fuse_sparse_updates, bool):
             raise ConfigError(f"RunConfig: fuse_sparse_updates must be a bool; got {self.fuse_sparse_updates!r}.")
         steps = self.steps_per_execution
-        if not is_int(steps, minimum=1):
-            raise ConfigError(f"RunConfig: steps_per_execution must be an int >= 1; got {steps!r}.")
+        if steps is not None and not is_int(steps, minimum=1):
+            raise ConfigError(f"RunConfig: steps_per_execution must be an int >= 1, or None to size calls "
+                              f"automatically; got {steps!r}.")
         if self.device_fn is not None and not callable(self.device_fn):
             raise ConfigError(f"RunConfig: device_fn must be callable(op) -> device string; got {self.device_fn!r}.")
         if self.session_config is not None and not isinstance(self.session_config, tf.compat.v1.ConfigProto):

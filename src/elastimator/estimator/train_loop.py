@@ -10,7 +10,8 @@ import tensorflow as tf
 from elastimator._validate import is_int
 from elastimator.embedding import eviction as embedding_eviction
 from elastimator.errors import ConfigError
-from elastimator.estimator import checkpoints, interrupt, model_graph, multi_step, sessions, training_step
+from elastimator.estimator import (checkpoints, interrupt, model_graph, multi_step, sessions, steps_per_call,
+                                   training_step)
 from elastimator.estimator import hooks as engine_hooks
 from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.estimator.training_step import TrainingStep
@@ -45,7 +46,7 @@ def _default_hooks(step: TrainingStep, scaffold, config, model_dir, saving_liste
         hooks.append(tf.compat.v1.train.SummarySaverHook(
             save_steps=config.save_summary_steps, output_dir=model_dir, scaffold=scaffold))
     if config.save_checkpoints_steps or config.save_checkpoints_secs:
-        hooks.append(tf.compat.v1.train.CheckpointSaverHook(
+        saver = tf.compat.v1.train.CheckpointSaverHook(
             model_dir,
             save_secs=config.save_checkpoints_secs,
             save_steps=config.save_checkpoints_steps,
@@ -53,7 +54,12 @@ def _default_hooks(step: TrainingStep, scaffold, config, model_dir, saving_liste
             # Eviction first: the user's listeners see the checkpoint that is saved.
             listeners=embedding_eviction.eviction_listeners(tf.compat.v1.get_default_graph()) + list(saving_listeners),
             save_graph_def=config.checkpoint_save_graph_def,
-        ))
+        )
+        # The step it fetches is the ordered read right before a call's last step, so that step plus one is
+        # where the call ends. Left at TensorFlow's default (a million steps per call, for TPU loops), the
+        # hook runs a second session call after every step to read the global step again.
+        saver._set_steps_per_run(1)  # pylint: disable=protected-access
+        hooks.append(saver)
     elif saving_listeners:
         raise ConfigError(
             "train: saving_listeners need checkpoints, but RunConfig has save_checkpoints_steps and "
@@ -62,19 +68,28 @@ def _default_hooks(step: TrainingStep, scaffold, config, model_dir, saving_liste
     return hooks
 
 
-def _training_step(built: model_graph.ModelGraph, config, steps, max_steps,
+def _training_step(built: model_graph.ModelGraph, config, steps, max_steps, restored_step: int, hooks: list,
                    ) -> tuple[TrainingStep, multi_step.ExecutionPlanHook | None]:
-    """What one session call produces; with steps_per_execution > 1, the looped step and the hook that sizes
-    each call."""
+    """What one session call produces; with several steps per call, the looped step and the hook that sizes
+    each call. `hooks` are the training's hooks that elastimator did not make (see steps_per_call)."""
     spec = built.spec
-    if config.steps_per_execution == 1:
+    most, pace = config.steps_per_execution, None
+    if most is None:
+        fetches = [spec.train_op if isinstance(spec.train_op, tf.Operation) else spec.train_op.op, spec.loss.op]
+        reason = steps_per_call.why_one_step(
+            hooks=hooks, steps_to_train=steps_per_call.steps_to_train(steps, max_steps, restored_step),
+            check_step=lambda: multi_step.check_copyable(fetches, built.step_outputs))
+        logger.info(steps_per_call.describe(reason, None))
+        most, pace = (1, None) if reason else (steps_per_call.MOST_STEPS, steps_per_call.Pace())
+    if most == 1:
         step_read = multi_step.order_step_read(built.global_step)
         global_step = tf.add(step_read, 1, name="step_after_call")
         return training_step.single(spec.loss, global_step, built.step_outputs), None
     execution, step = multi_step.build(train_op=spec.train_op, loss=spec.loss, global_step=built.global_step,
-                                       steps=config.steps_per_execution, outputs=built.step_outputs)
+                                       steps=most, outputs=built.step_outputs)
     intervals = (config.save_checkpoints_steps, config.save_summary_steps, config.log_step_count_steps)
-    return step, multi_step.ExecutionPlanHook(execution, num_steps=steps, last_step=max_steps, intervals=intervals)
+    return step, multi_step.ExecutionPlanHook(execution, num_steps=steps, last_step=max_steps, intervals=intervals,
+                                              pace=pace)
 
 
 def train(
@@ -114,7 +129,9 @@ def train(
         spec = built.spec
         if latest is None and estimator.warm_start_settings is not None:
             estimator.warm_start_settings.apply()
-        step, plan = _training_step(built, config, steps, max_steps)
+        others = user_hooks + list(built.input_hooks) + list(spec.training_hooks) + (
+            list(spec.training_chief_hooks) if config.is_chief else [])
+        step, plan = _training_step(built, config, steps, max_steps, checkpoints.global_step_of(latest), others)
         user_hooks = training_step.build_hooks(user_hooks, step)
         scaffold = sessions.make_scaffold(spec, config)
         # Hooks that must see a (re-)created session before anything else, the checkpoint

@@ -53,6 +53,10 @@ class StepHook:
     built, e.g. `StepHook(lambda step: ReportHook(step.outputs["shard_tag"]))`."""
 
     build: Callable[[TrainingStep], tf.compat.v1.train.SessionRunHook]
+    several_steps_per_call: bool = True
+    """Whether the hook it builds behaves the same when a call runs several steps (it sees every step's
+    outputs either way); False keeps automatically sized training at one step per call
+    (elastimator.estimator.steps_per_call)."""
 
 
 def single(loss: tf.Tensor, global_step: tf.Tensor, step_outputs: Mapping[str, tf.Tensor]) -> TrainingStep:

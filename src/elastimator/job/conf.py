@@ -100,8 +100,9 @@ class JobConf:
     summary_steps: int | None = None
     """Write the training loss and summaries (TensorBoard, `elastimator report`) every N steps (None: every
     log_steps or 20 steps, whichever is more often)."""
-    steps_per_execution: int = 1
-    """Training steps per session call (RunConfig.steps_per_execution); hooks and progress run between calls."""
+    steps_per_execution: int | None = None
+    """Training steps per session call (RunConfig.steps_per_execution); hooks and progress run between calls.
+    None: sized automatically (up to 20; 1 with elastic sharding, whose replay bound is one batch a failure)."""
     eval_steps: int | None = None
     """Batches per evaluation (None: the whole eval set)."""
     eval_every_steps: int | None = None
@@ -140,7 +141,7 @@ class JobConf:
         for key in ("keep_checkpoint_max", "log_steps", "steps_per_execution", "eval_throttle_secs",
                     "eval_start_delay_secs"):
             if key in raw:
-                _check_int(key, raw[key], allow_none=False,
+                _check_int(key, raw[key], allow_none=key == "steps_per_execution",
                            minimum=1 if key in ("log_steps", "steps_per_execution") else 0)
         if raw.get("save_steps") and raw.get("save_secs"):
             raise ConfError(f"conf: save_steps ({raw['save_steps']}) and save_secs ({raw['save_secs']}) are "

@@ -33,6 +33,8 @@ class EarlyStoppingHook(tf.compat.v1.train.SessionRunHook):
         run_every_secs / run_every_steps: How often to check.
     """
 
+    several_steps_per_call = True  # acts on the global step (elastimator.estimator.steps_per_call)
+
     def __init__(self, should_stop_fn: Callable[[], bool], *, is_chief: bool, flag_device: str,
                  run_every_secs: float | None = 60, run_every_steps: int | None = None):
         if not callable(should_stop_fn):
