@@ -70,7 +70,7 @@ def evaluate(
         "global_step". The values are also logged through TensorFlow's logger
         ("Saving dict for global step N: ...") and written as events to eval_dir(name).
     """
-    if steps is not None and (not is_int(steps, minimum=1)):
+    if steps is not None and not is_int(steps, minimum=1):
         raise ConfigError(f"evaluate: steps must be a positive int or None; got {steps!r}.")
     user_hooks = engine_hooks.check_hooks("hooks", hooks)
     model_dir, config = estimator.model_dir, estimator.config

@@ -144,6 +144,11 @@ def order_step_read(global_step: tf.Variable) -> tf.Tensor:
     return read
 
 
+def after_call(step_read: tf.Tensor) -> tf.Tensor:
+    """The global step once a call's steps have run, from its ordered read (taken right before the last step)."""
+    return tf.add(step_read, 1, name="step_after_call")
+
+
 def step_after_call() -> tf.Tensor:
     """For a hook to fetch with the train op: the global step once the call's steps have run (its ordered read,
     plus one). Fetching the global step variable instead reads it before or after the increment, as it happens;
@@ -151,7 +156,7 @@ def step_after_call() -> tf.Tensor:
     """
     reads = tf.compat.v1.get_collection(_GLOBAL_STEP_READ_KEY)
     if len(reads) == 1:
-        return tf.add(reads[0], 1, name="step_after_call")
+        return after_call(reads[0])
     return tf.compat.v1.train.get_global_step()
 
 
@@ -221,7 +226,7 @@ def build(*, train_op, loss: tf.Tensor, global_step: tf.Variable, steps: int,
             emptied = finished[name].assign(tf.zeros([0, *value.shape], value.dtype))
         with tf.control_dependencies([emptied]):
             stacked[name] = tf.identity(rows, name=f"steps_per_execution/outputs/{name}")
-    step = TrainingStep(loss=loss, global_step=tf.add(step_read, 1, name="step_after_call"), outputs=stacked,
+    step = TrainingStep(loss=loss, global_step=after_call(step_read), outputs=stacked,
                         finished_outputs={name: variable.value() for name, variable in finished.items()})
     return execution, step
 

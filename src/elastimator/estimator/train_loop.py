@@ -23,7 +23,7 @@ def _check_steps(steps, max_steps) -> None:
     if steps is not None and max_steps is not None:
         raise ConfigError(f"train: pass steps or max_steps, not both; got steps={steps}, max_steps={max_steps}.")
     for name, value in (("steps", steps), ("max_steps", max_steps)):
-        if value is not None and (not is_int(value, minimum=1)):
+        if value is not None and not is_int(value, minimum=1):
             raise ConfigError(f"train: {name} must be a positive int or None; got {value!r}.")
 
 
@@ -82,8 +82,7 @@ def _training_step(built: model_graph.ModelGraph, config, steps, max_steps, rest
         logger.info(steps_per_call.describe(reason, None))
         most, pace = (1, None) if reason else (steps_per_call.MOST_STEPS, steps_per_call.Pace())
     if most == 1:
-        step_read = multi_step.order_step_read(built.global_step)
-        global_step = tf.add(step_read, 1, name="step_after_call")
+        global_step = multi_step.after_call(multi_step.order_step_read(built.global_step))
         return training_step.single(spec.loss, global_step, built.step_outputs), None
     execution, step = multi_step.build(train_op=spec.train_op, loss=spec.loss, global_step=built.global_step,
                                        steps=most, outputs=built.step_outputs)

@@ -15,7 +15,7 @@ from elastimator.training.policies import EvalPolicy, EveryNSeconds
 
 
 def _positive_or_none(owner: str, name: str, value) -> None:
-    if value is not None and (not is_int(value, minimum=1)):
+    if value is not None and not is_int(value, minimum=1):
         raise ConfigError(f"{owner}: {name} must be a positive int or None; got {value!r}.")
 
 
