@@ -73,6 +73,7 @@ def test_why_one_step_names_the_reason():
     assert "_PerCall" in why_one_step(hooks=[_PerCall()], check_step=fine, steps_to_train=None)
     assert "20 steps" in why_one_step(hooks=[], check_step=fine, steps_to_train=20)
     assert "TF1 control flow" in why_one_step(hooks=[], check_step=v1_loop, steps_to_train=1000)
+    assert "pass max_steps" in why_one_step(hooks=[], check_step=fine, steps_to_train=None, in_cluster=True)
     assert steps_per_call.steps_to_train(None, 300, restored_step=280) == 20
 
 

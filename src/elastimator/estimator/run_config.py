@@ -104,7 +104,8 @@ class RunConfig:
     """Training steps per session call (TPUEstimator's `iterations_per_loop`). Above 1, hooks run once per call
     and see its last step; checkpoints, summaries and logs still land on their step intervals
     (elastimator.estimator.multi_step). None (the default): up to 20 steps per call, each call about 0.2 s, when
-    every hook acts on the global step rather than on calls; else 1 (elastimator.estimator.steps_per_call)."""
+    every hook acts on the global step rather than on calls and the process trains alone (not in a cluster);
+    else 1 (elastimator.estimator.steps_per_call)."""
     tf_config: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False)
     """TF_CONFIG as a dict; None reads the environment variable once, here."""
     cluster: ClusterInfo = dataclasses.field(init=False, repr=False, compare=False)

@@ -17,6 +17,9 @@ nothing a user can see:
   static shapes.
 - Training is long enough to pay for the loop: a call with `steps` (or
   `max_steps` minus the restored step) under `FEW_STEPS` runs one step per call.
+- The process trains alone. In a cluster, other trainers move the global step
+  between this one's calls, and a call planned for several steps could pass
+  `max_steps` by that many (set `steps_per_execution` to choose it there).
 
 Calls are then sized by pace (`Pace`): the first runs one step, and each next
 one about `CALL_SECS` of steps at the pace of the call before, at most
@@ -65,14 +68,19 @@ def allows_several_steps(hook) -> bool:
     return kind.before_run is _BASE.before_run and kind.after_run is _BASE.after_run
 
 
-def why_one_step(*, hooks: Iterable, check_step: Callable[[], object], steps_to_train: int | None) -> str | None:
+def why_one_step(*, hooks: Iterable, check_step: Callable[[], object], steps_to_train: int | None,
+                 in_cluster: bool = False) -> str | None:
     """Why automatic sizing must keep one step per call, or None when several are fine.
 
     Args:
         hooks: every hook the training runs that elastimator did not make for itself (StepHooks included).
         check_step: raises ConfigError when the step cannot be copied into a loop.
         steps_to_train: how many steps this call of `train` runs at most; None when the input decides.
+        in_cluster: whether other trainers share the global step.
     """
+    if in_cluster:
+        return ("other trainers move the global step between this one's calls, so a call of several steps could "
+                "pass max_steps by that many")
     if steps_to_train is not None and steps_to_train < FEW_STEPS:
         return f"training runs {steps_to_train} steps, fewer than the {FEW_STEPS} a loop of steps pays back"
     for hook in hooks:

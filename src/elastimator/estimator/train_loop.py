@@ -78,6 +78,7 @@ def _training_step(built: model_graph.ModelGraph, config, steps, max_steps, rest
         fetches = [spec.train_op if isinstance(spec.train_op, tf.Operation) else spec.train_op.op, spec.loss.op]
         reason = steps_per_call.why_one_step(
             hooks=hooks, steps_to_train=steps_per_call.steps_to_train(steps, max_steps, restored_step),
+            in_cluster=config.cluster.is_distributed,
             check_step=lambda: multi_step.check_copyable(fetches, built.step_outputs))
         logger.info(steps_per_call.describe(reason, None))
         most, pace = (1, None) if reason else (steps_per_call.MOST_STEPS, steps_per_call.Pace())

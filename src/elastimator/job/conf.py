@@ -102,7 +102,7 @@ class JobConf:
     log_steps or 20 steps, whichever is more often)."""
     steps_per_execution: int | None = None
     """Training steps per session call (RunConfig.steps_per_execution); hooks and progress run between calls.
-    None: sized automatically (up to 20; 1 with elastic sharding, whose replay bound is one batch a failure)."""
+    None: sized automatically (up to 20 alone; 1 in a cluster or with elastic sharding)."""
     eval_steps: int | None = None
     """Batches per evaluation (None: the whole eval set)."""
     eval_every_steps: int | None = None
