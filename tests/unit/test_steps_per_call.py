@@ -26,15 +26,15 @@ def test_pace_starts_at_one_step_and_sizes_each_call_by_the_previous_calls_pace(
     clock = _Clock()
     pace = Pace(most_steps=10, call_secs=0.1, clock=clock)
     assert pace.next_size() == 1
-    pace.started(1)
+    pace.started()
     clock.now += 0.02  # a 20 ms step
     pace.finished(1)
     assert pace.next_size() == 5
-    pace.started(5)
+    pace.started()
     clock.now += 0.005  # 1 ms a step: capped at the most
     pace.finished(5)
     assert pace.next_size() == 10
-    pace.started(10)
+    pace.started()
     clock.now += 30.0  # slow steps run one per call
     pace.finished(10)
     assert pace.next_size() == 1

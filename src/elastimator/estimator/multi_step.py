@@ -160,15 +160,20 @@ def step_after_call() -> tf.Tensor:
     return tf.compat.v1.train.get_global_step()
 
 
-def check_copyable(fetches: Sequence[tf.Operation], outputs: Mapping[str, tf.Tensor]) -> list[tf.Operation]:
-    """The ops of the step that `fetches` and `outputs` run, in dependency order; ConfigError when the step
-    cannot run several times per call (TF1 control flow, a step output without a static shape)."""
+def _as_op(train_op) -> tf.Operation:
+    """A model_fn's train_op as an Operation (it may return a Tensor)."""
+    return train_op if isinstance(train_op, tf.Operation) else train_op.op
+
+
+def check_copyable(train_op, loss: tf.Tensor, outputs: Mapping[str, tf.Tensor]) -> list[tf.Operation]:
+    """The ops of the step that `train_op`, `loss` and `outputs` run, in dependency order; ConfigError when the
+    step cannot run several times per call (TF1 control flow, a step output without a static shape)."""
     for name, value in outputs.items():
         if not value.shape.is_fully_defined():
             raise ConfigError(f"steps_per_execution > 1 stacks each step output, so it needs a static shape; "
                               f"step output {name!r} has shape {value.shape}. Set its shape (tf.ensure_shape), or "
                               "use steps_per_execution=1.")
-    return step_ops(list(fetches) + [value.op for value in outputs.values()])
+    return step_ops([_as_op(train_op), loss.op] + [value.op for value in outputs.values()])
 
 
 def build(*, train_op, loss: tf.Tensor, global_step: tf.Variable, steps: int,
@@ -187,8 +192,8 @@ def build(*, train_op, loss: tf.Tensor, global_step: tf.Variable, steps: int,
         The Execution, and the TrainingStep with every output stacked over the call's steps.
     """
     outputs = dict(outputs or {})
-    train = train_op if isinstance(train_op, tf.Operation) else train_op.op
-    ops = check_copyable([train, loss.op], outputs)
+    ops = check_copyable(train_op, loss, outputs)
+    train = _as_op(train_op)
     # One step unless fed: the hooks' own reads of the global step (which wait for the loop) then run no loop.
     size = tf.compat.v1.placeholder_with_default(tf.constant(1, tf.int32), [], name="steps_per_execution/size")
     finished = {name: tf.compat.v1.Variable(
@@ -268,7 +273,7 @@ class ExecutionPlanHook(tf.compat.v1.train.SessionRunHook):
         size = max(size, 1)
         self.planned_end = self.step + size
         if self._pace is not None:
-            self._pace.started(size)
+            self._pace.started()
         return tf.compat.v1.train.SessionRunArgs(self.execution.step_read, feed_dict={self.execution.size: size})
 
     def after_run(self, run_context, run_values):

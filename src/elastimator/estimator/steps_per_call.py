@@ -103,7 +103,6 @@ class Pace:
         self._most, self._call_secs, self._clock = most_steps, call_secs, clock
         self._secs_per_step: float | None = None
         self._started: float | None = None
-        self._size = 1
 
     def next_size(self) -> int:
         """The most steps the next call should run (1 until a call has been timed)."""
@@ -111,8 +110,8 @@ class Pace:
             return 1
         return max(1, min(self._most, int(self._call_secs / max(self._secs_per_step, 1e-9))))
 
-    def started(self, size: int) -> None:
-        self._started, self._size = self._clock(), size
+    def started(self) -> None:
+        self._started = self._clock()
 
     def finished(self, steps_run: int) -> None:
         if self._started is not None and steps_run > 0:
@@ -120,10 +119,8 @@ class Pace:
         self._started = None
 
 
-def describe(reason: str | None, configured: int | None) -> str:
-    """The log line saying how calls are sized."""
-    if configured is not None:
-        return f"Training runs up to {configured} steps per session call (RunConfig.steps_per_execution)."
+def describe(reason: str | None) -> str:
+    """The log line saying how automatically sized calls are sized (`reason`: why_one_step's answer)."""
     if reason is not None:
         return f"Training runs one step per session call: {reason}."
     return (f"Training runs up to {MOST_STEPS} steps per session call, about {CALL_SECS:g} s each "

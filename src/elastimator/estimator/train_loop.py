@@ -75,12 +75,11 @@ def _training_step(built: model_graph.ModelGraph, config, steps, max_steps, rest
     spec = built.spec
     most, pace = config.steps_per_execution, None
     if most is None:
-        fetches = [spec.train_op if isinstance(spec.train_op, tf.Operation) else spec.train_op.op, spec.loss.op]
         reason = steps_per_call.why_one_step(
             hooks=hooks, steps_to_train=steps_per_call.steps_to_train(steps, max_steps, restored_step),
             in_cluster=config.cluster.is_distributed,
-            check_step=lambda: multi_step.check_copyable(fetches, built.step_outputs))
-        logger.info(steps_per_call.describe(reason, None))
+            check_step=lambda: multi_step.check_copyable(spec.train_op, spec.loss, built.step_outputs))
+        logger.info(steps_per_call.describe(reason))
         most, pace = (1, None) if reason else (steps_per_call.MOST_STEPS, steps_per_call.Pace())
     if most == 1:
         global_step = multi_step.after_call(multi_step.order_step_read(built.global_step))
@@ -118,20 +117,21 @@ def train(
     if config.is_chief and tf.io.gfile.isdir(model_dir):
         checkpoints.repair_state_file(model_dir)
     latest = checkpoints.latest_checkpoint(model_dir)
-    if max_steps is not None and checkpoints.global_step_of(latest) >= max_steps:
+    restored_step = checkpoints.global_step_of(latest)
+    if max_steps is not None and restored_step >= max_steps:
         logger.info("Skipping training: global step %d of %s has reached max_steps=%d.",
-                    checkpoints.global_step_of(latest), latest, max_steps)
+                    restored_step, latest, max_steps)
         return None
     if latest is not None and config.is_chief:
-        logger.info("Resuming from step %d (%s).", checkpoints.global_step_of(latest), latest)
+        logger.info("Resuming from step %d (%s).", restored_step, latest)
     with tf.Graph().as_default():
         built = model_graph.build_for(estimator, ModeKeys.TRAIN, input_fn)
         spec = built.spec
         if latest is None and estimator.warm_start_settings is not None:
             estimator.warm_start_settings.apply()
-        others = user_hooks + list(built.input_hooks) + list(spec.training_hooks) + (
-            list(spec.training_chief_hooks) if config.is_chief else [])
-        step, plan = _training_step(built, config, steps, max_steps, checkpoints.global_step_of(latest), others)
+        model_hooks = list(spec.training_hooks) + (list(spec.training_chief_hooks) if config.is_chief else [])
+        step, plan = _training_step(built, config, steps, max_steps, restored_step,
+                                    user_hooks + list(built.input_hooks) + model_hooks)
         user_hooks = training_step.build_hooks(user_hooks, step)
         scaffold = sessions.make_scaffold(spec, config)
         # Hooks that must see a (re-)created session before anything else, the checkpoint
@@ -141,9 +141,7 @@ def train(
             step, scaffold, config, model_dir, listeners, plan)
         if plan is None and (steps is not None or max_steps is not None):
             all_hooks.append(tf.compat.v1.train.StopAtStepHook(num_steps=steps, last_step=max_steps))
-        all_hooks += [h for h in user_hooks if h not in first] + list(spec.training_hooks)
-        if config.is_chief:
-            all_hooks += list(spec.training_chief_hooks)
+        all_hooks += [h for h in user_hooks if h not in first] + model_hooks
         if config.cluster.is_distributed and config.num_ps_replicas:
             sessions.wait_for_tasks(config, "ps", config.session_creation_timeout_secs)
         stop_on_signal = interrupt.StopOnSignalHook()
