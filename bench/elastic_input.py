@@ -1,25 +1,29 @@
 """The cost of elastic input: training examples/s with a plain FileReader vs the same file through the
 shard service, every batch reported after the step that trained it.
 
-Three inputs, runs interleaved, medians reported:
+Three inputs, each training its own copy of the model in a thread of this process, taking turns of
+`--steps` steps (timing.RoundRobin), so that all three are timed under the same machine conditions:
   file_reader      the plain FileReader pipeline (no service)
   elastic          the service in the training process, as the chief (or a local job) hosts it
   elastic_remote   the service in another process (`elastimator shard-service`), reached over gRPC,
                    as every worker but the chief reaches it
 
-Run:  python bench/elastic_input.py [--rows 200000] [--steps 300] [--runs 3]
+Run:  python bench/elastic_input.py [--rows 200000] [--steps 50] [--runs 12]   (--runs: timed turns per input)
 Results go to bench/results/elastic_input.{json,md}.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -37,7 +41,7 @@ from elastimator.elastic.service import ShardServer, ShardService  # noqa: E402
 from elastimator.elastic.shards import ShardingSpec  # noqa: E402
 from elastimator.estimator.training_step import StepHook  # noqa: E402
 from report import add_timed_run_arguments, rate_rows, write_results  # noqa: E402
-from timing import WindowTimer  # noqa: E402
+from timing import RoundRobin  # noqa: E402
 
 TOKEN = "bench-token"
 
@@ -57,64 +61,97 @@ def start_remote_service(model_dir: str) -> tuple[subprocess.Popen, str]:
     return process, address
 
 
-def run(path: str, kind: str, args) -> float:
+@contextlib.contextmanager
+def trainer(kind: str, path: str, model_dir: str, args, epochs: int):
+    """The input and hooks of one contender, with its shard service running."""
     spec = DataSetSpec(reader=FileReader(path), columns=generate_data.columns(), batch_size=args.batch_size,
-                       name="train_set")
-    # WindowTimer counts session calls, so every input here runs one step per call, as the elastic feed always
-    # does: the figure is the input's cost alone.
-    timer = WindowTimer(args.warmup)
-    hooks = [timer]
+                       name="train_set", epoch=epochs)
     server = process = feed = None
-    with tempfile.TemporaryDirectory() as model_dir:
+    hooks = []
+    try:
+        if kind == "elastic":
+            server = ShardServer(ShardService(TOKEN)).start()
+            client = ShardClient.in_process(server.service, worker="chief-0")
+        elif kind == "elastic_remote":
+            process, address = start_remote_service(os.path.join(model_dir, "service"))
+            client = ShardClient(address, TOKEN, worker="worker-0")
+        if kind != "file_reader":
+            feed = ShardFeed(client, ShardingSpec(name="train_set", size=spec.reader.data_nums, epochs=epochs,
+                                                 shard_size=10 * args.batch_size)).start()
+            hooks.append(StepHook(lambda step: ShardReportHook(feed, step), several_steps_per_call=False))
+        yield DataSetInput(spec, feed=feed), hooks
+    finally:
+        if feed is not None:
+            feed.stop()
+        if server is not None:
+            server.stop()
+        if process is not None:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def race(path: str, args) -> RoundRobin:
+    """Trains one model per input, in turns; returns the timed turns."""
+    # The turn hook acts on every call, so each input runs one step per call, as the elastic feed always does:
+    # the figure is the input's cost alone.
+    robin = RoundRobin(INPUTS, steps=args.steps, warmup=args.warmup)
+    steps = args.warmup + args.runs * args.steps
+    epochs = math.ceil(steps * args.batch_size / args.rows) + 1
+    failures: list[BaseException] = []
+
+    def train(kind, stack, tmp):
         try:
-            if kind == "elastic":
-                server = ShardServer(ShardService(TOKEN)).start()
-                client = ShardClient.in_process(server.service, worker="chief-0")
-            elif kind == "elastic_remote":
-                process, address = start_remote_service(os.path.join(model_dir, "service"))
-                client = ShardClient(address, TOKEN, worker="worker-0")
-            if kind != "file_reader":
-                feed = ShardFeed(client, ShardingSpec(name="train_set", size=spec.reader.data_nums,
-                                                     shard_size=10 * args.batch_size)).start()
-                hooks.append(StepHook(lambda step: ShardReportHook(feed, step), several_steps_per_call=False))
+            model_dir = os.path.join(tmp, kind)
+            input_fn, hooks = stack.enter_context(trainer(kind, path, model_dir, args, epochs))
             estimator = est.Estimator(deepfm.criteo_model_fn, model_dir=os.path.join(model_dir, "model"),
                                       config=est.RunConfig(tf_random_seed=1))
-            estimator.train(DataSetInput(spec, feed=feed), hooks=hooks, steps=args.steps)
+            estimator.train(input_fn, hooks=[*hooks, robin.hook(kind)], steps=steps)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
+            failures.append(e)
         finally:
-            if feed is not None:
-                feed.stop()
-            if server is not None:
-                server.stop()
-            if process is not None:
-                process.terminate()
-                process.wait(timeout=30)
-    return timer.rate(args.batch_size)
+            robin.give(kind, leaving=True)
+
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        threads = []
+        for kind in INPUTS:
+            thread = threading.Thread(target=train, args=(kind, stack, tmp), name=f"train-{kind}")
+            thread.start()
+            threads.append(thread)
+            while not robin.arrived(kind) and thread.is_alive():
+                time.sleep(0.05)
+        robin.start()
+        for thread in threads:
+            thread.join()
+    if failures:
+        raise failures[0]
+    return robin
 
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
     add_timed_run_arguments(parser)
+    parser.set_defaults(steps=50, runs=12)
     args = parser.parse_args(argv)
-    rates: dict[str, list[float]] = {kind: [] for kind in INPUTS}
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "criteo.tsv")
         generate_data.generate(path, args.rows)
-        for _ in range(args.runs):
-            for kind in INPUTS:
-                rates[kind].append(run(path, kind, args))
-    median = {k: statistics.median(v) for k, v in rates.items()}
-    cost = 1 - median["elastic"] / median["file_reader"]
-    remote_cost = 1 - median["elastic_remote"] / median["file_reader"]
-    result = {"benchmark": "elastic_input", "rows": args.rows, "batch_size": args.batch_size, "steps": args.steps,
-              "runs": args.runs, "train_examples_per_sec": rates, "median": median, "throughput_cost": cost,
+        robin = race(path, args)
+    rates = {kind: [steps * args.batch_size / secs for steps, secs in robin.turns[kind]] for kind in INPUTS}
+    overall = {kind: robin.rate(kind, args.batch_size) for kind in INPUTS}
+    cost = 1 - overall["elastic"] / overall["file_reader"]
+    remote_cost = 1 - overall["elastic_remote"] / overall["file_reader"]
+    result = {"benchmark": "elastic_input", "rows": args.rows, "batch_size": args.batch_size,
+              "steps_per_turn": args.steps, "turns": args.runs, "warmup_steps": args.warmup,
+              "train_examples_per_sec_by_turn": rates, "train_examples_per_sec": overall, "throughput_cost": cost,
               "throughput_cost_remote": remote_cost,
               "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, TF {tf.__version__}"}
     markdown = (
         f"# Elastic input vs a plain FileReader\n\nDeepFM-like model on a Criteo-shaped file ({args.rows} "
-        f"rows), batch {args.batch_size}, {args.steps} steps ({args.warmup} warm-up), median of {args.runs} "
-        f"interleaved runs. Machine: {result['machine']}.\n\n| input | train examples/s | runs |\n|---|---|---|\n"
-        + rate_rows(rates, median)
+        f"rows), batch {args.batch_size}. The three inputs train in turns of {args.steps} steps, {args.runs} timed "
+        f"turns each after {args.warmup} warm-up steps, so that all three see the same machine conditions. "
+        f"Machine: {result['machine']}.\n\n| input | train examples/s (all turns) | each turn |\n|---|---|---|\n"
+        + rate_rows(rates, overall)
         + f"\n**Throughput cost of elastic input: {cost:.1%}** with the service in the training process "
         f"(chief, local job); **{remote_cost:.1%}** with the service in another process (workers).\n"
     )

@@ -103,6 +103,22 @@ def test_header_mistake_is_caught_before_training(tmp_path):
                            XY + [Column.create("z", "int")], field_delim="\t")).check()
 
 
+def test_a_block_of_records_is_the_records_joined_by_newlines_across_files_line_endings_and_gzip(tmp_path):
+    # What the elastic input reads per batch, and splits in the pipeline: it must split into exactly the records.
+    (tmp_path / "a.csv").write_bytes(b"x,y\r\n1,2\r\n,\r\n3,4\r\n")  # CRLF, an empty-valued record
+    (tmp_path / "b.csv").write_bytes(b"5,6\n\n7,8")  # an empty record, no newline at the end
+    with gzip.open(tmp_path / "c.csv.gz", "wb") as f:
+        f.write(b"9,10\n11,12\n")
+    reader = FileReader([str(tmp_path / "a.csv"), str(tmp_path / "b.csv"), str(tmp_path / "c.csv.gz")],
+                        skip_header=None)
+    n = reader.count_data()
+    assert n == 8
+    for start in range(n):
+        for end in range(start + 1, n + 1):
+            assert reader.read_block(start, end).split(b"\n") == reader.read_lines(start, end), (start, end)
+    assert reader.read_lines(0, n) == [b"1,2", b",", b"3,4", b"5,6", b"", b"7,8", b"9,10", b"11,12"]
+
+
 def test_a_first_line_that_is_not_a_record_is_a_header_and_one_that_is_a_record_is_trained(tmp_path, caplog):
     # DLRover's example: a header whose names differ from the columns, and a headerless part beside it.
     (tmp_path / "part-0.csv").write_text("label,i1,c1\n1,5,a\n0,,b\n")

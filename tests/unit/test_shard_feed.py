@@ -6,8 +6,9 @@ import pytest
 from elastimator.data import ElasticReader
 from elastimator.elastic.client import ShardClient
 from elastimator.elastic.feed import ShardFeed, ShardReportHook
+from elastimator.elastic.reporter import Reporter
 from elastimator.elastic.service import ShardService
-from elastimator.elastic.shards import SHARD_TAG, ShardingSpec
+from elastimator.elastic.shards import SHARD_TAG, ShardingSpec, ShardServiceError
 from elastimator.estimator.training_step import TrainingStep
 
 TOKEN = "job-token-123"
@@ -71,5 +72,25 @@ def test_the_report_hook_reports_one_row_per_step_of_a_call(service):
     tags = np.stack([next(batches)[2] for _ in range(3)])  # a call of 3 steps
     hook = ShardReportHook(feed, TrainingStep(loss=None, global_step=None, outputs={SHARD_TAG: None}))
     hook.after_run(None, type("RunValues", (), {"results": tags})())
-    feed.stop()
+    hook.end(session=None)  # the reports go out on their own thread; the end of training waits for them
     assert service.book.status("train")["trained_records"] == 6
+
+
+def test_reports_go_out_in_order_and_a_failed_one_is_raised_to_whoever_waits_for_it():
+    sent = []
+
+    def send(shard_id, lease, offset, records):
+        if shard_id == 3:
+            raise ShardServiceError("shard service report failed: UNAVAILABLE")
+        sent.append(shard_id)
+
+    reporter = Reporter(send)
+    reporter.put([(1, 0, 0, 2), (2, 0, 2, 2)])
+    reporter.put([(0, 0, 4, 2)])
+    reporter.settle()
+    assert sent == [1, 2, 0]
+    reporter.put([(3, 0, 6, 2)])
+    with pytest.raises(ShardServiceError, match="UNAVAILABLE"):
+        reporter.settle()
+    with pytest.raises(ShardServiceError, match="UNAVAILABLE"):
+        reporter.close()

@@ -226,21 +226,29 @@ class DataSetInput:
         return dataset.prefetch(tf.data.AUTOTUNE)
 
     def _elastic_batches(self) -> tf.data.Dataset:
-        """Batches of the shards the service hands this process, tagged [shard id, lease, first record, records]."""
+        """Batches of the shards the service hands this process, tagged [shard id, lease, first record, records].
+
+        A FileReader's batch comes as one block of text, a read per file, split into records by the parse step
+        (in C++, off the Python thread); bad records are named by file and line."""
+        reader = self.spec.reader
+        blocks = isinstance(reader, FileReader)
+
         def batches():
             try:
-                for numbers, texts, tag in self.feed.batches(self.spec.reader, self.spec.batch_size):
-                    if isinstance(self.spec.reader, FileReader):  # bad records are named by file and line
-                        sources, lines = self.spec.reader.locate(numbers - 1)
-                        yield sources, lines, texts, tag
+                for start, end, tag in self.feed.ranges(self.spec.batch_size):
+                    if blocks:
+                        sources, lines = reader.locate(np.arange(start, end))
+                        yield sources, lines, reader.read_block(start, end), tag
                     else:
-                        yield np.zeros(len(texts), np.int32), numbers, texts, tag
+                        yield (np.zeros(end - start, np.int32), np.arange(start + 1, end + 1, dtype=np.int64),
+                               np.asarray(reader.read_lines(start, end), dtype=object), tag)
             except ReaderError as e:
                 self.reader_failure = e
                 raise
 
-        signature = (tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int64),
-                     tf.TensorSpec([None], tf.string), tf.TensorSpec([4], tf.int64))
+        texts = tf.TensorSpec([], tf.string) if blocks else tf.TensorSpec([None], tf.string)
+        signature = (tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int64), texts,
+                     tf.TensorSpec([4], tf.int64))
         return tf.data.Dataset.from_generator(batches, output_signature=signature)
 
     def _file_batches(self, reader: FileReader) -> tf.data.Dataset:
@@ -332,6 +340,8 @@ class DataSetInput:
 def _tagged(parser: RecordParser):
     """Parses a tagged batch; the tag goes with it as a step output, for the hook that reports the batch."""
     def parse(sources, numbers, texts, tag):
+        if texts.shape.rank == 0:  # a block of records (DataSetInput._elastic_batches)
+            texts = tf.strings.split(texts, "\n")
         parsed = parser(sources, numbers, texts)
         features, labels = parsed if isinstance(parsed, tuple) else (parsed, None)
         return StepInput(features, labels, {SHARD_TAG: tag})
@@ -342,10 +352,11 @@ def _tagged(parser: RecordParser):
 def _still_leased(feed):
     """A filter keeping the batches whose shard lease the service has not taken back."""
     def current(tag):
-        return feed.is_current(int(tag[1]))
+        return np.bool_(feed.is_current(int(tag[1])))
 
     def keep(element: StepInput):
-        kept = tf.py_function(current, [element.step_outputs[SHARD_TAG]], tf.bool, name="still_leased")
+        kept = tf.numpy_function(current, [element.step_outputs[SHARD_TAG]], tf.bool, stateful=True,
+                                 name="still_leased")
         kept.set_shape([])
         return kept
 

@@ -215,33 +215,52 @@ class FileReader(ElasticReader):
 
     def read_lines(self, start_index: int, end_index: int) -> list[bytes]:
         """Records as undecoded bytes: a plain file's range is one read, split in C (no per-record checks needed)."""
+        out: list[bytes] = []
+        for file_no, first, take in self._segments(start_index, end_index):
+            if self._starts(file_no) is None:
+                out.extend(self._gzip_lines(file_no, first, take))
+            else:
+                out.extend(self._block_of_file(file_no, first, take).split(b"\n"))
+        return out
+
+    def read_block(self, start_index: int, end_index: int) -> bytes:
+        """Records [start_index, end_index) as one newline-separated block (no trailing newline), left to split in
+        the input pipeline: one read per plain file the range spans."""
+        return b"\n".join(self._block_of_file(*segment) for segment in self._segments(start_index, end_index))
+
+    def _segments(self, start_index: int, end_index: int) -> list[tuple[int, int, int]]:
+        """(file number, first record in it, records) of each file the range spans."""
         if self._offsets is None:
             self.count_data()
         offsets = self._offsets
-        out: list[bytes] = []
+        segments = []
         index = start_index
         while index < end_index:
             file_no = bisect.bisect_right(offsets, index) - 1
             if file_no >= len(self.files):
                 raise ReaderError(f"{self.describe()}: index {index} is past the last record ({offsets[-1]}).")
-            first = index - offsets[file_no]
             take = min(end_index, offsets[file_no + 1]) - index
-            out.extend(self._lines_of_file(file_no, first, take))
+            segments.append((file_no, index - offsets[file_no], take))
             index += take
-        return out
+        return segments
 
-    def _lines_of_file(self, file_no: int, first: int, take: int) -> list[bytes]:
-        starts = self._starts(file_no)
+    def _gzip_lines(self, file_no: int, first: int, take: int) -> list[bytes]:
+        header = self.headers[file_no]
         with _open(self.files[file_no]) as f:
-            if starts is None:
-                header = self.headers[file_no]
-                lines = itertools.islice(f, first + header, first + header + take)
-                return [line.rstrip(b"\r\n") for line in lines]
+            return [line.rstrip(b"\r\n") for line in itertools.islice(f, first + header, first + header + take)]
+
+    def _block_of_file(self, file_no: int, first: int, take: int) -> bytes:
+        starts = self._starts(file_no)
+        if starts is None:
+            return b"\n".join(self._gzip_lines(file_no, first, take))
+        end = starts[first + take] if first + take < len(starts) else None
+        with open(self.files[file_no], "rb") as f:
             f.seek(starts[first])
-            end = starts[first + take] if first + take < len(starts) else None
             block = f.read() if end is None else f.read(end - starts[first])
-        block = block.removesuffix(b"\n").replace(b"\r\n", b"\n").removesuffix(b"\r")
-        return block.split(b"\n")
+        block = block.removesuffix(b"\n")
+        if b"\r" in block:
+            block = block.replace(b"\r\n", b"\n").removesuffix(b"\r")
+        return block
 
     def first_record(self) -> bytes | None:
         """The first data line of the first non-empty file (for checks before training)."""

@@ -3,7 +3,9 @@
 * `ShardFeed` asks the shard service for index ranges, reads them from an
   `ElasticReader` in batches, and tags each batch with (shard id, records).
 * `ShardReportHook` reports a batch's records only after the step that trained
-  them has run, so a process that dies loses at most its in-flight batch.
+  them has run, and the next step's writes wait for that report (it travels
+  while the next step computes), so a process that dies has at most one
+  trained batch unreported: the one batch replayed for it.
 * `ShardFeed.is_current` tells, right before a batch is trained, whether the
   service has since taken its lease back (a rewind); such batches are dropped.
 * `ShardSealListener` (chief) seals the book right before each checkpoint save
@@ -28,6 +30,7 @@ import tensorflow as tf
 from elastimator.data import reader as readers
 from elastimator.data.parsing import BAD_RECORDS_HINT
 from elastimator.elastic.client import ShardClient
+from elastimator.elastic.reporter import Reporter
 from elastimator.elastic.shards import (
     SHARD_TAG,
     Assigned,
@@ -39,7 +42,7 @@ from elastimator.elastic.shards import (
     ShardServiceError,
 )
 from elastimator.errors import ReaderError
-from elastimator.estimator import checkpoints
+from elastimator.estimator import checkpoints, write_gate
 from elastimator.estimator.training_step import TrainingStep
 
 logger = logging.getLogger("elastimator")
@@ -143,7 +146,13 @@ class ShardFeed:
                 logger.warning("Shard service heartbeat failed: %s", e)
 
     def batches(self, reader: readers.ElasticReader, batch_size: int) -> Iterator[tuple]:
-        """(record numbers, texts, [shard id, lease, first record, records]) per batch of each assigned shard.
+        """(record numbers, texts, [shard id, lease, first record, records]) per batch of each assigned shard."""
+        for start, end, tag in self.ranges(batch_size):
+            yield (np.arange(start + 1, end + 1, dtype=np.int64),
+                   np.asarray(reader.read_lines(start, end), dtype=object), tag)
+
+    def ranges(self, batch_size: int) -> Iterator[tuple[int, int, np.ndarray]]:
+        """(first record, end, [shard id, lease, first record, records]) per batch of each assigned shard.
 
         Each call is a new iterator of the input (the first, or one re-created with its session after a parameter
         server failed): the shards an earlier one held, and had queued batches of, go back first, or they would
@@ -188,9 +197,7 @@ class ShardFeed:
                 if not self.is_current(decision.lease):
                     break
                 end = min(decision.end, start + batch_size)
-                yield (np.arange(start + 1, end + 1, dtype=np.int64),
-                       np.asarray(reader.read_lines(start, end), dtype=object),
-                       np.asarray([decision.shard_id, decision.lease, start, end - start], dtype=np.int64))
+                yield start, end, np.asarray([decision.shard_id, decision.lease, start, end - start], dtype=np.int64)
 
     def report_bad(self, records: list[tuple[str, str]], limit: int) -> tuple[int, str | None]:
         """Adds malformed records (where, why) to the job-wide count the service keeps; returns that count and,
@@ -231,7 +238,9 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
     """Reports each batch's records to the service after the step that trained them.
 
     Built from the training step (`StepHook(lambda step: ShardReportHook(feed, step))`): it fetches the
-    step's shard tags, one row per step of the call.
+    step's shard tags, one row per step of the call. A report goes out on its own thread while the next
+    step computes; that step's writes wait until the report is acknowledged (write_gate), and a step whose
+    batch the service took back meanwhile is withdrawn before it writes anything.
     """
 
     def __init__(self, feed: ShardFeed, step: TrainingStep):
@@ -242,6 +251,17 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
         self._tags = step.outputs[SHARD_TAG]
         self._finished = step.finished_outputs.get(SHARD_TAG)
         self._in_call = False
+        self._reporter = Reporter(feed.report)
+        if step.train_op is not None:
+            write_gate.gate_writes(step.train_op, self._may_write, tensors=[self._tags], after=[step.loss],
+                                   name="shard_reports/settled")
+
+    def _may_write(self, tags) -> bool:
+        """In each call, before it writes: the previous calls' reports are in, and its batches still leased."""
+        self._reporter.settle()
+        if tags is None:  # several steps per call: the call's tags come out of its loop
+            return True
+        return all(self._feed.is_current(lease) for lease in tags.reshape(-1, 4)[:, 1].tolist())
 
     def before_run(self, run_context):
         self._in_call = True
@@ -256,12 +276,14 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
             # The last call of several steps ended part way, when the input ran out: its finished steps
             # trained their batches, but the call returned no tags.
             self._report(session.run(self._finished))
-        self._feed.leave()
+        try:
+            self._reporter.close()  # the last reports, before the service hears this process is done
+        finally:
+            self._feed.leave()
 
     def _report(self, tags) -> None:
         # One tag per batch the call trained: several with RunConfig(steps_per_execution > 1).
-        for shard_id, lease, offset, records in tags.reshape(-1, 4).tolist():
-            self._feed.report(int(shard_id), int(lease), int(offset), int(records))
+        self._reporter.put([tuple(row) for row in tags.reshape(-1, 4).tolist()])
 
 
 class ShardSealListener(tf.compat.v1.train.CheckpointSaverListener):

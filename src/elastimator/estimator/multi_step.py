@@ -40,7 +40,7 @@ import tensorflow as tf
 
 from elastimator.errors import ConfigError
 from elastimator.estimator.steps_per_call import Pace
-from elastimator.estimator.training_step import TrainingStep
+from elastimator.estimator.training_step import TrainingStep, as_op
 
 _PLACEHOLDERS = frozenset({"Placeholder", "PlaceholderV2", "PlaceholderWithDefault"})
 _V1_CONTROL_FLOW = frozenset({"Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration",
@@ -160,11 +160,6 @@ def step_after_call() -> tf.Tensor:
     return tf.compat.v1.train.get_global_step()
 
 
-def _as_op(train_op) -> tf.Operation:
-    """A model_fn's train_op as an Operation (it may return a Tensor)."""
-    return train_op if isinstance(train_op, tf.Operation) else train_op.op
-
-
 def check_copyable(train_op, loss: tf.Tensor, outputs: Mapping[str, tf.Tensor]) -> list[tf.Operation]:
     """The ops of the step that `train_op`, `loss` and `outputs` run, in dependency order; ConfigError when the
     step cannot run several times per call (TF1 control flow, a step output without a static shape)."""
@@ -173,7 +168,7 @@ def check_copyable(train_op, loss: tf.Tensor, outputs: Mapping[str, tf.Tensor]) 
             raise ConfigError(f"steps_per_execution > 1 stacks each step output, so it needs a static shape; "
                               f"step output {name!r} has shape {value.shape}. Set its shape (tf.ensure_shape), or "
                               "use steps_per_execution=1.")
-    return step_ops([_as_op(train_op), loss.op] + [value.op for value in outputs.values()])
+    return step_ops([as_op(train_op), loss.op] + [value.op for value in outputs.values()])
 
 
 def build(*, train_op, loss: tf.Tensor, global_step: tf.Variable, steps: int,
@@ -193,7 +188,7 @@ def build(*, train_op, loss: tf.Tensor, global_step: tf.Variable, steps: int,
     """
     outputs = dict(outputs or {})
     ops = check_copyable(train_op, loss, outputs)
-    train = _as_op(train_op)
+    train = as_op(train_op)
     # One step unless fed: the hooks' own reads of the global step (which wait for the loop) then run no loop.
     size = tf.compat.v1.placeholder_with_default(tf.constant(1, tf.int32), [], name="steps_per_execution/size")
     finished = {name: tf.compat.v1.Variable(
@@ -232,7 +227,8 @@ def build(*, train_op, loss: tf.Tensor, global_step: tf.Variable, steps: int,
         with tf.control_dependencies([emptied]):
             stacked[name] = tf.identity(rows, name=f"steps_per_execution/outputs/{name}")
     step = TrainingStep(loss=loss, global_step=after_call(step_read), outputs=stacked,
-                        finished_outputs={name: variable.value() for name, variable in finished.items()})
+                        finished_outputs={name: variable.value() for name, variable in finished.items()},
+                        train_op=train)
     return execution, step
 
 

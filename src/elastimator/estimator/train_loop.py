@@ -83,7 +83,7 @@ def _training_step(built: model_graph.ModelGraph, config, steps, max_steps, rest
         most, pace = (1, None) if reason else (steps_per_call.MOST_STEPS, steps_per_call.Pace())
     if most == 1:
         global_step = multi_step.after_call(multi_step.order_step_read(built.global_step))
-        return training_step.single(spec.loss, global_step, built.step_outputs), None
+        return training_step.single(spec.train_op, spec.loss, global_step, built.step_outputs), None
     execution, step = multi_step.build(train_op=spec.train_op, loss=spec.loss, global_step=built.global_step,
                                        steps=most, outputs=built.step_outputs)
     intervals = (config.save_checkpoints_steps, config.save_summary_steps, config.log_step_count_steps)
@@ -152,7 +152,13 @@ def train(
                 session_creator=sessions.training_session_creator(scaffold, config, model_dir), hooks=all_hooks,
             ) as session:
                 while not session.should_stop():
-                    _, loss = session.run([spec.train_op, spec.loss])
+                    try:
+                        _, loss = session.run([spec.train_op, spec.loss])
+                    except tf.errors.InvalidArgumentError as e:
+                        if not training_step.is_withdrawn(e):
+                            raise
+                        logger.info("The input withdrew a batch before its step wrote anything; going on with "
+                                    "the next.")
         finally:
             stop_on_signal.close()
         stop_on_signal.deliver()  # Ctrl-C / SIGTERM: the checkpoint is saved; now stop as the signal asked

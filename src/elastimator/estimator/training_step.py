@@ -45,6 +45,9 @@ class TrainingStep:
     finished_outputs: Mapping[str, tf.Tensor] = dataclasses.field(default_factory=dict)
     """For a call of several steps that fails part way (its input ran out): the rows of the steps that did run,
     to be read in the hook's `end()`. Empty with one step per call, where a failed call trained nothing."""
+    train_op: tf.Operation | None = None
+    """The op each call runs: what it writes is the call's training (a hook may hold those writes,
+    elastimator.estimator.write_gate)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,10 +62,29 @@ class StepHook:
     (elastimator.estimator.steps_per_call)."""
 
 
-def single(loss: tf.Tensor, global_step: tf.Tensor, step_outputs: Mapping[str, tf.Tensor]) -> TrainingStep:
+def single(train_op, loss: tf.Tensor, global_step: tf.Tensor, step_outputs: Mapping[str, tf.Tensor]) -> TrainingStep:
     """The TrainingStep of a call that runs one step: each output as a one-row stack."""
     outputs = {name: tf.expand_dims(value, 0, name=f"step_outputs/{name}") for name, value in step_outputs.items()}
-    return TrainingStep(loss=loss, global_step=global_step, outputs=outputs)
+    return TrainingStep(loss=loss, global_step=global_step, outputs=outputs, train_op=as_op(train_op))
+
+
+def as_op(train_op) -> tf.Operation:
+    """A model_fn's train_op as an Operation (it may return a Tensor)."""
+    return train_op if isinstance(train_op, tf.Operation) else train_op.op
+
+
+WITHDRAWN = "elastimator: the input withdrew the batch of this step before the step wrote anything"
+
+
+def withdraw_unless(keep: tf.Tensor) -> tf.Operation:
+    """An op that fails its call when `keep` is False: the batch the input gave is not to be trained (its
+    shard went to another process, say). Ops that wait for it do not run; the training loop goes on."""
+    return tf.raw_ops.Assert(condition=keep, data=[tf.constant(WITHDRAWN)], name="withdrawn_batch")
+
+
+def is_withdrawn(error: tf.errors.OpError) -> bool:
+    """Whether a training call failed because its input withdrew the batch (`withdraw_unless`)."""
+    return isinstance(error, tf.errors.InvalidArgumentError) and WITHDRAWN in (error.message or "")
 
 
 def build_hooks(hooks, step: TrainingStep) -> list:

@@ -1,0 +1,113 @@
+"""Holding a training call's writes to the model until the host says they may go.
+
+An input that must settle something about the previous batch before the model
+changes again gates the call: its check runs in the call, alongside the step's
+forward and backward pass, and every op that writes state waits for it. The
+elastic feed uses this to send batch N's report while step N+1 computes, and
+still have report N acknowledged before step N+1 writes anything, so a process
+that dies has at most one trained batch unreported.
+
+A check that returns False withdraws the call's batch: the call fails before
+any write (`training_step.is_withdrawn` tells the training loop, which goes on
+with the next batch).
+
+What counts as a write: any op of the call that takes a variable, table or other
+resource (or a TF1 reference variable) and is not one of the known reads or
+pass-throughs below. Unknown ops are taken as writes, so a new kind of update is
+held too; the cost of a read taken for a write is only that it waits for the check.
+An op inside a TF1 while loop cannot wait for an op outside it; the loop's entry
+(its Enter ops) waits instead.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from elastimator.estimator import state_updates, training_step
+
+_READS_AND_PASS_THROUGHS = frozenset({
+    "ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VarIsInitializedOp", "VariableShape",
+    "IsVariableInitialized", "Gather", "GatherV2", "GatherNd",  # a TF1 variable's sparse_read gathers from the ref
+    "LookupTableFindV2", "LookupTableSizeV2", "LookupTableExportV2",
+    "Identity", "IdentityN", "Enter", "RefEnter", "Exit", "RefExit", "Switch", "RefSwitch", "Merge", "RefMerge",
+    "NextIteration", "RefNextIteration",
+})
+_STEP_SCRATCH_PREFIXES = ("Iterator", "TensorArray", "Stack")
+"""Resources that are the step's own machinery, not the model: its input iterator, a loop's tensor arrays."""
+
+
+def writes_state(op: tf.Operation) -> bool:
+    """Whether `op` may change a variable, a table or other state it takes as input."""
+    if op.type in _READS_AND_PASS_THROUGHS or op.type.startswith(_STEP_SCRATCH_PREFIXES):
+        return False
+    return any(t.dtype == tf.resource or t.dtype != t.dtype.base_dtype for t in op.inputs)
+
+
+def _outermost_while(op: tf.Operation):
+    """The outermost TF1 while loop `op` is in, or None."""
+    found = None
+    context = op._get_control_flow_context()  # pylint: disable=protected-access
+    while context is not None:
+        if context.IsWhileContext():
+            found = context
+        context = context.outer_context
+    return found
+
+
+def _waiting_ops(writes: Sequence[tf.Operation]) -> list[tf.Operation]:
+    """The ops that must wait for the gate: each write, or the entry of the TF1 while loop it is in."""
+    waiting: dict[tf.Operation, None] = {}
+    loops = {}
+    for op in writes:
+        loop = _outermost_while(op)
+        if loop is None:
+            waiting[op] = None
+        elif loop.name not in loops:
+            loops[loop.name] = [e for e in op.graph.get_operations()
+                                if e.type in ("Enter", "RefEnter") and e.get_attr("frame_name") == loop.name]
+            waiting.update(dict.fromkeys(loops[loop.name]))
+    return list(waiting)
+
+
+def gate_writes(train_op, check: Callable[..., bool], tensors: Sequence[tf.Tensor],
+                after: Sequence[tf.Tensor] = (), name: str = "write_gate") -> tf.Operation:
+    """Makes every call of `train_op` run `check` and hold its writes until `check` returns.
+
+    Args:
+        train_op: the op a training call runs (an Operation or Tensor).
+        check: called in the call with the values of `tensors` (None for one that cannot be waited for);
+            returns True to let the writes go, False to withdraw the batch; what it raises fails the call.
+        tensors: values `check` needs. One computed from the call's own writes would wait for itself; it is
+            passed as None.
+        after: tensors to compute before `check` runs, so that the check runs late in the call (the loss, say:
+            the forward pass is done by then) and blocks nothing while it waits. Those computed from a write are
+            left out.
+        name: the gate op's name.
+
+    Returns:
+        The gate op; it has no effect on a call that does not run `train_op`.
+    """
+    writes = [op for op in state_updates.ancestors([training_step.as_op(train_op)]) if writes_state(op)]
+    waiting = _waiting_ops(writes)
+    held = set(writes) | set(waiting)
+
+    def waits_for_itself(t: tf.Tensor) -> bool:
+        return bool(state_updates.ancestors([t]) & held)
+
+    usable = [not waits_for_itself(t) for t in tensors]
+    inputs = [t for t, ok in zip(tensors, usable) if ok]
+
+    def run(*values):
+        given = iter(values)
+        return np.bool_(check(*[next(given) if ok else None for ok in usable]))
+
+    with tf.control_dependencies([t for t in after if not waits_for_itself(t)]):
+        passed = tf.numpy_function(run, inputs, tf.bool, stateful=True, name=name)
+    passed.set_shape([])
+    gate = training_step.withdraw_unless(passed)
+    for op in waiting:
+        op._add_control_input(gate)  # pylint: disable=protected-access  (no public way on a built op)
+    return gate
