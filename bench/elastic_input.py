@@ -1,8 +1,9 @@
 """The cost of elastic input: training examples/s with a plain FileReader vs the same file through the
 shard service, every batch reported after the step that trained it.
 
-Three inputs, each training its own copy of the model in a thread of this process, taking turns of
-`--steps` steps (timing.RoundRobin), so that all three are timed under the same machine conditions:
+Three inputs, each training its own copy of the model in a process of its own, taking turns of `--steps`
+steps (timing.ProcessRoundRobin), so that all three are timed under the same machine conditions and none is
+charged for what another sets for its whole process:
   file_reader      the plain FileReader pipeline (no service)
   elastic          the service in the training process, as the chief (or a local job) hosts it
   elastic_remote   the service in another process (`elastimator shard-service`), reached over gRPC,
@@ -22,8 +23,6 @@ import platform
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -41,7 +40,7 @@ from elastimator.elastic.service import ShardServer, ShardService  # noqa: E402
 from elastimator.elastic.shards import ShardingSpec  # noqa: E402
 from elastimator.estimator.training_step import StepHook  # noqa: E402
 from report import add_timed_run_arguments, rate_rows, write_results  # noqa: E402
-from timing import RoundRobin  # noqa: E402
+from timing import ProcessRoundRobin  # noqa: E402
 
 TOKEN = "bench-token"
 
@@ -90,40 +89,24 @@ def trainer(kind: str, path: str, model_dir: str, args, epochs: int):
             process.wait(timeout=30)
 
 
-def race(path: str, args) -> RoundRobin:
-    """Trains one model per input, in turns; returns the timed turns."""
+def train(kind: str, turn_hook, path: str, args, epochs: int, tmp: str) -> None:
+    """One contender, in a process of its own: trains its input's model, taking turns through `turn_hook`."""
+    model_dir = os.path.join(tmp, kind)
+    with trainer(kind, path, model_dir, args, epochs) as (input_fn, hooks):
+        estimator = est.Estimator(deepfm.criteo_model_fn, model_dir=os.path.join(model_dir, "model"),
+                                  config=est.RunConfig(tf_random_seed=1))
+        estimator.train(input_fn, hooks=[*hooks, turn_hook], steps=args.warmup + args.runs * args.steps)
+
+
+def race(path: str, args) -> ProcessRoundRobin:
+    """Trains one model per input, each in its own process, in turns; returns the timed turns."""
     # The turn hook acts on every call, so each input runs one step per call, as the elastic feed always does:
     # the figure is the input's cost alone.
-    robin = RoundRobin(INPUTS, steps=args.steps, warmup=args.warmup)
+    robin = ProcessRoundRobin(INPUTS, steps=args.steps, warmup=args.warmup)
     steps = args.warmup + args.runs * args.steps
     epochs = math.ceil(steps * args.batch_size / args.rows) + 1
-    failures: list[BaseException] = []
-
-    def train(kind, stack, tmp):
-        try:
-            model_dir = os.path.join(tmp, kind)
-            input_fn, hooks = stack.enter_context(trainer(kind, path, model_dir, args, epochs))
-            estimator = est.Estimator(deepfm.criteo_model_fn, model_dir=os.path.join(model_dir, "model"),
-                                      config=est.RunConfig(tf_random_seed=1))
-            estimator.train(input_fn, hooks=[*hooks, robin.hook(kind)], steps=steps)
-        except BaseException as e:  # noqa: BLE001 - re-raised in the main thread
-            failures.append(e)
-        finally:
-            robin.give(kind, leaving=True)
-
-    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
-        threads = []
-        for kind in INPUTS:
-            thread = threading.Thread(target=train, args=(kind, stack, tmp), name=f"train-{kind}")
-            thread.start()
-            threads.append(thread)
-            while not robin.arrived(kind) and thread.is_alive():
-                time.sleep(0.05)
-        robin.start()
-        for thread in threads:
-            thread.join()
-    if failures:
-        raise failures[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        robin.run(train, path, args, epochs, tmp)
     return robin
 
 
@@ -149,7 +132,8 @@ def main(argv=None) -> dict:
     markdown = (
         f"# Elastic input vs a plain FileReader\n\nDeepFM-like model on a Criteo-shaped file ({args.rows} "
         f"rows), batch {args.batch_size}. The three inputs train in turns of {args.steps} steps, {args.runs} timed "
-        f"turns each after {args.warmup} warm-up steps, so that all three see the same machine conditions. "
+        f"turns each after {args.warmup} warm-up steps, each input in its own process, so that all three see the "
+        f"same machine conditions. "
         f"Machine: {result['machine']}.\n\n| input | train examples/s (all turns) | each turn |\n|---|---|---|\n"
         + rate_rows(rates, overall)
         + f"\n**Throughput cost of elastic input: {cost:.1%}** with the service in the training process "

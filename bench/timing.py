@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 import time
+import traceback
 
 import tensorflow as tf
 
@@ -110,3 +112,97 @@ class _TurnHook(tf.compat.v1.train.SessionRunHook):
 
     def end(self, session):
         self._robin.give(self._name, leaving=True)
+
+
+class ProcessRoundRobin:
+    """Trainers in processes of their own take turns, one at a time, like RoundRobin's threads.
+
+    Threads of one process share its allocator, thread pools and everything a contender leaves set for the
+    process (TensorFlow's from_generator pins glibc's mmap threshold, for one): a cost one contender causes
+    would be charged to all of them. Each trainer here runs `target(name, hook, *args)` in a fresh (spawned)
+    process and trains with `hook`; this process hands out the turns and keeps the timings.
+    """
+
+    def __init__(self, names, steps: int, warmup: int):
+        self.names = list(names)
+        self._steps, self._warmup = steps, warmup
+        self.turns: dict[str, list[tuple[int, float]]] = {name: [] for name in self.names}
+        """Per trainer, (steps, seconds) of each timed turn."""
+
+    def run(self, target, *args) -> None:
+        """Runs every trainer to its end, in turns; raises the first trainer's failure."""
+        context = multiprocessing.get_context("spawn")
+        links, processes = {}, {}
+        for name in self.names:
+            here, there = context.Pipe()
+            processes[name] = context.Process(target=_turn_taker, args=(target, name, there, self._steps,
+                                                                         self._warmup, args), name=name)
+            processes[name].start()
+            there.close()
+            links[name] = here
+        try:
+            waiting = {name for name in self.names if self._receive(name, links, processes) == "take"}
+            while waiting:
+                for name in [n for n in self.names if n in waiting]:
+                    links[name].send("go")
+                    message = self._receive(name, links, processes)
+                    if message[0] == "turn":
+                        _, steps, secs = message
+                        if secs is not None:
+                            self.turns[name].append((steps, secs))
+                        message = self._receive(name, links, processes)
+                    if message != "take":
+                        waiting.discard(name)
+        finally:
+            for name, process in processes.items():
+                process.join(timeout=60)
+                if process.is_alive():
+                    process.kill()
+
+    @staticmethod
+    def _receive(name, links, processes):
+        try:
+            message = links[name].recv()
+        except EOFError:
+            processes[name].join(timeout=10)
+            raise RuntimeError(f"trainer {name} exited (code {processes[name].exitcode}) in the middle of "
+                               "its turns") from None
+        if message[0] == "failed":
+            raise RuntimeError(f"trainer {name} failed:\n{message[1]}")
+        return message
+
+    def rate(self, name: str, batch_size: int = 1) -> float:
+        """Examples (or steps) per second over the trainer's timed turns."""
+        turns = self.turns[name]
+        return sum(steps for steps, _ in turns) * batch_size / sum(secs for _, secs in turns)
+
+
+def _turn_taker(target, name, link, steps, warmup, args) -> None:
+    """A trainer process: runs the target with a hook that asks `link` for each turn."""
+    try:
+        target(name, _LinkedTurnHook(link, steps, warmup), *args)
+        link.send(("done",))
+    except BaseException:  # noqa: BLE001 - reported to the process handing out turns
+        link.send(("failed", traceback.format_exc()))
+
+
+class _LinkedTurnHook(tf.compat.v1.train.SessionRunHook):
+    def __init__(self, link, steps: int, warmup: int):
+        self._link, self._steps, self._warmup = link, steps, warmup
+        self._turns = self._done = 0
+        self._start: float | None = None
+
+    def before_run(self, run_context):
+        if self._start is None:
+            self._link.send("take")
+            self._link.recv()
+            self._start, self._done = time.perf_counter(), 0
+
+    def after_run(self, run_context, run_values):
+        self._done += 1
+        if self._done < (self._warmup if self._turns == 0 else self._steps):
+            return
+        secs = time.perf_counter() - self._start if self._turns else None
+        self._link.send(("turn", self._done, secs))
+        self._turns += 1
+        self._start = None

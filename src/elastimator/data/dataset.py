@@ -20,6 +20,7 @@ from elastimator.data import reader as readers
 from elastimator.data.column import Column, check_columns
 from elastimator.data.file_reader import FileReader
 from elastimator.data.parsing import _FLOAT, _INT, SPARSE_DELIM, BadRecordTally, FilledFields, RecordParser
+from elastimator.data.python_source import from_python
 from elastimator.elastic.shards import SHARD_TAG
 from elastimator.errors import ConfError, ElastimatorError, ReaderError
 from elastimator.estimator.training_step import StepInput
@@ -249,7 +250,7 @@ class DataSetInput:
         texts = tf.TensorSpec([], tf.string) if blocks else tf.TensorSpec([None], tf.string)
         signature = (tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int64), texts,
                      tf.TensorSpec([4], tf.int64))
-        return tf.data.Dataset.from_generator(batches, output_signature=signature)
+        return from_python(batches, signature, name="elastic_batches")
 
     def _file_batches(self, reader: FileReader) -> tf.data.Dataset:
         spec = self.spec
@@ -331,7 +332,7 @@ class DataSetInput:
                 raise
 
         signature = (tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.string))
-        dataset = tf.data.Dataset.from_generator(batches, output_signature=signature)
+        dataset = from_python(batches, signature, name="reader_batches")
         if spec.shuffle:
             dataset = dataset.unbatch().shuffle(spec.shuffle_buffer_size).batch(spec.batch_size)
         return dataset

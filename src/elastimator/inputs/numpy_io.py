@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from elastimator._validate import is_int
+from elastimator.data.python_source import from_python
 from elastimator.errors import InputFnError
 
 
@@ -104,7 +105,7 @@ def numpy_input_fn(
                     yield batch_x if labels is None else (batch_x, _take(labels, index))
                 epoch += 1
 
-        dataset = tf.data.Dataset.from_generator(batches, output_signature=signature)
+        dataset = from_python(batches, signature, name="numpy_input_fn")
         return dataset.prefetch(max(1, queue_capacity // batch_size))
 
     return input_fn
