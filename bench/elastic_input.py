@@ -2,7 +2,7 @@
 shard service, every batch reported after the step that trained it.
 
 Three inputs, each training its own copy of the model in a process of its own, taking turns of `--steps`
-steps (timing.ProcessRoundRobin), so that all three are timed under the same machine conditions and none is
+steps (timing.RoundRobin), so that all three are timed under the same machine conditions and none is
 charged for what another sets for its whole process:
   file_reader      the plain FileReader pipeline (no service)
   elastic          the service in the training process, as the chief (or a local job) hosts it
@@ -40,7 +40,7 @@ from elastimator.elastic.service import ShardServer, ShardService  # noqa: E402
 from elastimator.elastic.shards import ShardingSpec  # noqa: E402
 from elastimator.estimator.training_step import StepHook  # noqa: E402
 from report import add_timed_run_arguments, rate_rows, write_results  # noqa: E402
-from timing import ProcessRoundRobin  # noqa: E402
+from timing import RoundRobin  # noqa: E402
 
 TOKEN = "bench-token"
 
@@ -98,11 +98,11 @@ def train(kind: str, turn_hook, path: str, args, epochs: int, tmp: str) -> None:
         estimator.train(input_fn, hooks=[*hooks, turn_hook], steps=args.warmup + args.runs * args.steps)
 
 
-def race(path: str, args) -> ProcessRoundRobin:
+def race(path: str, args) -> RoundRobin:
     """Trains one model per input, each in its own process, in turns; returns the timed turns."""
     # The turn hook acts on every call, so each input runs one step per call, as the elastic feed always does:
     # the figure is the input's cost alone.
-    robin = ProcessRoundRobin(INPUTS, steps=args.steps, warmup=args.warmup)
+    robin = RoundRobin(INPUTS, steps=args.steps, warmup=args.warmup)
     steps = args.warmup + args.runs * args.steps
     epochs = math.ceil(steps * args.batch_size / args.rows) + 1
     with tempfile.TemporaryDirectory() as tmp:

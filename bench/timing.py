@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import multiprocessing
-import threading
 import time
 import traceback
 
@@ -29,98 +28,14 @@ class WindowTimer(tf.compat.v1.train.SessionRunHook):
 
 
 class RoundRobin:
-    """Trainers in threads take turns, one at a time: each trains `steps` steps, then passes to the next.
+    """Trainers take turns, one at a time: each trains `steps` steps, then passes to the next.
 
     On a busy machine throughput drifts by a third over minutes, so runs one after another compare different
     moments; turns of a second or two compare the same ones. A trainer's first turn (`warmup` steps) is not
-    timed. Start each trainer's thread with `arrived(name)` waited for before the next (graph building is not
-    safe to overlap, and must not load another's timed turn), then call `start()`.
-    """
-
-    def __init__(self, names, steps: int, warmup: int):
-        self.names = list(names)
-        self._steps, self._warmup = steps, warmup
-        self._changed = threading.Condition()
-        self._holder: str | None = None
-        self._waiting: list[str] = []
-        self._started = False
-        self.turns: dict[str, list[tuple[int, float]]] = {name: [] for name in self.names}
-        """Per trainer, (steps, seconds) of each timed turn."""
-
-    def hook(self, name: str) -> tf.compat.v1.train.SessionRunHook:
-        return _TurnHook(self, name)
-
-    def arrived(self, name: str) -> bool:
-        with self._changed:
-            return name in self._waiting
-
-    def start(self) -> None:
-        with self._changed:
-            self._started = True
-            self._holder = self.names[0]
-            self._changed.notify_all()
-
-    def take(self, name: str) -> None:
-        with self._changed:
-            if name not in self._waiting:
-                self._waiting.append(name)
-                self._changed.notify_all()
-            self._changed.wait_for(lambda: self._started and self._holder == name)
-
-    def turn_length(self, turns_done: int) -> int:
-        return self._warmup if turns_done == 0 else self._steps
-
-    def give(self, name: str, leaving: bool = False) -> None:
-        with self._changed:
-            if self._holder == name:
-                later = [n for n in self.names if n in self._waiting and (n != name or not leaving)]
-                if later:
-                    after = [n for n in later if self.names.index(n) > self.names.index(name)]
-                    self._holder = (after or later)[0]
-                else:
-                    self._holder = None
-            if leaving and name in self._waiting:
-                self._waiting.remove(name)
-            self._changed.notify_all()
-
-    def rate(self, name: str, batch_size: int = 1) -> float:
-        """Examples (or steps) per second over the trainer's timed turns."""
-        turns = self.turns[name]
-        return sum(steps for steps, _ in turns) * batch_size / sum(secs for _, secs in turns)
-
-
-class _TurnHook(tf.compat.v1.train.SessionRunHook):
-    def __init__(self, robin: RoundRobin, name: str):
-        self._robin, self._name = robin, name
-        self._turns = self._done = 0
-        self._start: float | None = None
-
-    def before_run(self, run_context):
-        if self._start is None:
-            self._robin.take(self._name)
-            self._start, self._done = time.perf_counter(), 0
-
-    def after_run(self, run_context, run_values):
-        self._done += 1
-        if self._done < self._robin.turn_length(self._turns):
-            return
-        if self._turns:
-            self._robin.turns[self._name].append((self._done, time.perf_counter() - self._start))
-        self._turns += 1
-        self._start = None
-        self._robin.give(self._name)
-
-    def end(self, session):
-        self._robin.give(self._name, leaving=True)
-
-
-class ProcessRoundRobin:
-    """Trainers in processes of their own take turns, one at a time, like RoundRobin's threads.
-
-    Threads of one process share its allocator, thread pools and everything a contender leaves set for the
-    process (TensorFlow's from_generator pins glibc's mmap threshold, for one): a cost one contender causes
-    would be charged to all of them. Each trainer here runs `target(name, hook, *args)` in a fresh (spawned)
-    process and trains with `hook`; this process hands out the turns and keeps the timings.
+    timed. Each trainer runs `target(name, hook, *args)` in a fresh (spawned) process of its own and trains
+    with `hook`; this process hands out the turns and keeps the timings. (Threads of one process would share
+    its allocator, thread pools and whatever a contender sets for its whole process, e.g. the mmap threshold
+    TensorFlow's from_generator pins: a cost one contender causes would be charged to all of them.)
     """
 
     def __init__(self, names, steps: int, warmup: int):
@@ -153,6 +68,7 @@ class ProcessRoundRobin:
                         message = self._receive(name, links, processes)
                     if message != "take":
                         waiting.discard(name)
+                        processes[name].join()  # its exit must not overlap the next trainer's turn
         finally:
             for name, process in processes.items():
                 process.join(timeout=60)
