@@ -111,6 +111,8 @@ def test_iris_dnn_local_runs_unedited_under_compat(tmp_path):
         if created:
             os.rmdir("/data")
     assert result.returncode == 0, result.stderr[-4000:]
+    # Its input_fn is built on Dataset.from_generator: it runs, and its user hears once what that costs.
+    assert result.stderr.count("The input_fn uses tf.data.Dataset.from_generator") == 1, result.stderr[-3000:]
     # 100 passes over 150 rows at batch 64, evaluated once at the end; the program set INFO verbosity, and
     # the evaluation is logged as tf.estimator logged it. (Its model is unseeded: the accuracy varies by run.)
     assert _latest_step(data / "ckpts") == 235

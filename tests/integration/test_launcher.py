@@ -48,8 +48,10 @@ def _gone(pid: int) -> bool:
 
 
 def test_census_survives_a_killed_worker_and_takes_a_new_one(tmp_path):
+    # Slow because five TensorFlow processes train on two cores while a sixth starts: the replacement takes
+    # 1-2.5 minutes to import, build and join, and the job must still be running when it does.
     spec = LaunchSpec(CONF, str(tmp_path / "model"), ps=1, workers=2, max_workers=3, evaluator=True,
-                      max_steps=6000, backoff_secs=0.5)
+                      max_steps=9000, backoff_secs=0.5)
     console = Console()
     launcher = Launcher(spec, out=console)
     result = {}
@@ -60,11 +62,15 @@ def test_census_survives_a_killed_worker_and_takes_a_new_one(tmp_path):
         victim = next(e["pid"] for e in launcher.events if e["event"] == "start" and e["task"] == "worker-1")
         os.kill(victim, signal.SIGKILL)
         launcher.scale(3)  # a worker joins while the others train
-        _wait_for(lambda: len(_first_steps(launcher, "worker-1")) == 2, 120, "worker-1's replacement")
-        _wait_for(lambda: _first_steps(launcher, "worker-2"), 120, "the added worker's first step")
+        # What is under test is that both train before the job ends, not how fast a process starts on a
+        # loaded machine: wait for that or for the job's end.
+        _wait_for(lambda: len(_first_steps(launcher, "worker-1")) == 2 and _first_steps(launcher, "worker-2")
+                  or not thread.is_alive(), 500, "worker-1's replacement and the added worker")
     finally:
-        thread.join(timeout=400)
+        thread.join(timeout=500)
     assert not thread.is_alive() and result["code"] == 0, "".join(console[-60:])
+    assert len(_first_steps(launcher, "worker-1")) == 2, "the job ended before worker-1's replacement trained"
+    assert _first_steps(launcher, "worker-2"), "the job ended before the added worker trained"
     events = launcher.events
     death = next(e["time"] for e in events if e["event"] == "exit" and e["task"] == "worker-1")
     replacement = _first_steps(launcher, "worker-1")[1]["time"]
@@ -74,7 +80,7 @@ def test_census_survives_a_killed_worker_and_takes_a_new_one(tmp_path):
     auc = read_events(os.path.join(spec.model_dir, "eval"))["auc"]
     final_step, final_auc = auc[-1]
     print(f"final eval at step {final_step}: auc {final_auc:.4f} (single process: {SINGLE_PROCESS_AUC})")
-    assert final_step >= 6000 and final_auc >= SINGLE_PROCESS_AUC - 0.02
+    assert final_step >= 9000 and final_auc >= SINGLE_PROCESS_AUC - 0.02
     assert os.path.getsize(os.path.join(spec.model_dir, "logs", "worker-1.log")) > 0
 
 

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 import elastimator as est
 from elastimator.data import DataSetInput, DataSetSpec
-from elastimator.data.python_source import from_python
+from elastimator.inputs.python_source import from_python
 
 SIGNATURE = {"ids": tf.TensorSpec([None], tf.int64), "text": tf.TensorSpec([], tf.string)}
 
@@ -69,3 +69,28 @@ def test_elastimator_inputs_build_no_generator_dataset(make_input):
         ops = {op.type for op in graph.get_operations()}
         functions = {node.op for f in graph.as_graph_def().library.function for node in f.node_def}
     assert "GeneratorDataset" not in ops | functions
+
+
+def test_an_input_fn_using_from_generator_is_warned_about_once(caplog, monkeypatch):
+    from elastimator.estimator import calls
+    from elastimator.inputs import python_source
+
+    monkeypatch.setattr(python_source, "_warned", False)
+    spec = tf.TensorSpec([None], tf.int64)
+
+    def generator_input_fn():  # as DLRover's iris example writes it
+        dataset = tf.data.Dataset.from_generator(lambda: iter([np.arange(3)]), output_signature=spec)
+        return tf.compat.v1.data.make_one_shot_iterator(dataset).get_next()
+
+    def python_input_fn():
+        return from_python(lambda: iter([np.arange(3)]), spec)
+
+    def build(input_fn):
+        with tf.Graph().as_default():
+            calls.call_input_fn(input_fn, est.ModeKeys.TRAIN, {}, est.RunConfig())
+
+    build(python_input_fn)
+    assert "from_generator" not in caplog.text
+    build(generator_input_fn)
+    build(generator_input_fn)
+    assert caplog.text.count("elastimator.inputs.from_python(generator_fn, output_signature)") == 1

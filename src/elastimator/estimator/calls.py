@@ -14,6 +14,7 @@ from elastimator.errors import InputFnError, ModelFnError
 from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.estimator.spec import EstimatorSpec
 from elastimator.estimator.training_step import StepInput
+from elastimator.inputs import python_source
 
 _MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config")
 _INPUT_FN_ARGS = ("mode", "params", "config", "input_context")
@@ -102,6 +103,7 @@ def call_input_fn(input_fn: Callable, mode: str, params: dict, config) -> InputR
         kwargs["config"] = config
     with tf.compat.v1.device("/cpu:0"):
         result = input_fn(**kwargs)
+    python_source.warn_about_generator_datasets(tf.compat.v1.get_default_graph())
     hooks: tuple = ()
     if isinstance(result, tf.data.Dataset):
         iterator = tf.compat.v1.data.make_initializable_iterator(result)

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from elastimator._validate import is_int
-from elastimator.data.python_source import from_python
+from elastimator.inputs.python_source import from_python
 from elastimator.errors import InputFnError
 
 
