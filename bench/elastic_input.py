@@ -1,15 +1,19 @@
 """The cost of elastic input: training examples/s with a plain FileReader vs the same file through the
 shard service, every batch reported after the step that trained it.
 
-Three inputs, each training its own copy of the model in a process of its own, taking turns of `--steps`
-steps (timing.RoundRobin), so that all three are timed under the same machine conditions and none is
-charged for what another sets for its whole process:
-  file_reader      the plain FileReader pipeline (no service)
-  elastic          the service in the training process, as the chief (or a local job) hosts it
-  elastic_remote   the service in another process (`elastimator shard-service`), reached over gRPC,
-                   as every worker but the chief reaches it
+Four trainers, each training its own copy of the model in a process of its own, taking turns of `--steps`
+steps (timing.RoundRobin), so that all are timed under the same machine conditions and none is charged for
+what another sets for its whole process:
+  file_reader        the plain FileReader pipeline (no service)
+  elastic            the service in the training process, as the chief (or a local job) hosts it
+  elastic_remote     the service in another process (`elastimator shard-service`), reached over gRPC,
+                     as every worker but the chief reaches it
+  file_reader_again  the plain pipeline once more: the control, whose "cost" is the measurement's noise
+Each of `--rounds` rounds starts fresh processes (a process's own speed varies by a few percent); the
+figures are the medians of the rounds' costs.
 
-Run:  python bench/elastic_input.py [--rows 200000] [--steps 50] [--runs 12]   (--runs: timed turns per input)
+Run:  python bench/elastic_input.py [--rows 200000] [--steps 50] [--runs 10] [--rounds 3]
+      (--runs: timed turns per trainer and round)
 Results go to bench/results/elastic_input.{json,md}.
 """
 
@@ -20,6 +24,7 @@ import contextlib
 import math
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,13 +44,14 @@ from elastimator.elastic.client import ShardClient  # noqa: E402
 from elastimator.elastic.service import ShardServer, ShardService  # noqa: E402
 from elastimator.elastic.shards import ShardingSpec  # noqa: E402
 from elastimator.estimator.training_step import StepHook  # noqa: E402
-from report import add_timed_run_arguments, rate_rows, write_results  # noqa: E402
+from report import add_timed_run_arguments, write_results  # noqa: E402
 from timing import RoundRobin  # noqa: E402
 
 TOKEN = "bench-token"
 
 
-INPUTS = ("file_reader", "elastic", "elastic_remote")
+INPUTS = ("file_reader", "elastic", "elastic_remote", "file_reader_again")
+COMPARED = INPUTS[1:]
 
 
 def start_remote_service(model_dir: str) -> tuple[subprocess.Popen, str]:
@@ -74,7 +80,7 @@ def trainer(kind: str, path: str, model_dir: str, args, epochs: int):
         elif kind == "elastic_remote":
             process, address = start_remote_service(os.path.join(model_dir, "service"))
             client = ShardClient(address, TOKEN, worker="worker-0")
-        if kind != "file_reader":
+        if kind.startswith("elastic"):
             feed = ShardFeed(client, ShardingSpec(name="train_set", size=spec.reader.data_nums, epochs=epochs,
                                                  shard_size=10 * args.batch_size)).start()
             hooks.append(StepHook(lambda step: ShardReportHook(feed, step), several_steps_per_call=False))
@@ -113,31 +119,41 @@ def race(path: str, args) -> RoundRobin:
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3)
     add_timed_run_arguments(parser)
-    parser.set_defaults(steps=50, runs=12)
+    parser.set_defaults(steps=50, runs=10)
     args = parser.parse_args(argv)
+    rounds = []
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "criteo.tsv")
         generate_data.generate(path, args.rows)
-        robin = race(path, args)
-    rates = {kind: [steps * args.batch_size / secs for steps, secs in robin.turns[kind]] for kind in INPUTS}
-    overall = {kind: robin.rate(kind, args.batch_size) for kind in INPUTS}
-    cost = 1 - overall["elastic"] / overall["file_reader"]
-    remote_cost = 1 - overall["elastic_remote"] / overall["file_reader"]
+        for _ in range(args.rounds):
+            robin = race(path, args)
+            rates = {kind: robin.rate(kind, args.batch_size) for kind in INPUTS}
+            rounds.append({"train_examples_per_sec": rates,
+                           "cost": {kind: 1 - rates[kind] / rates["file_reader"] for kind in COMPARED}})
+    cost = {kind: statistics.median(r["cost"][kind] for r in rounds) for kind in COMPARED}
     result = {"benchmark": "elastic_input", "rows": args.rows, "batch_size": args.batch_size,
-              "steps_per_turn": args.steps, "turns": args.runs, "warmup_steps": args.warmup,
-              "train_examples_per_sec_by_turn": rates, "train_examples_per_sec": overall, "throughput_cost": cost,
-              "throughput_cost_remote": remote_cost,
+              "steps_per_turn": args.steps, "turns": args.runs, "rounds": rounds, "warmup_steps": args.warmup,
+              "train_examples_per_sec": {kind: statistics.median(r["train_examples_per_sec"][kind] for r in rounds)
+                                         for kind in INPUTS},
+              "throughput_cost": cost["elastic"], "throughput_cost_remote": cost["elastic_remote"],
+              "control_cost": cost["file_reader_again"],
               "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, TF {tf.__version__}"}
+    header = "| round | " + " | ".join(f"{kind} ex/s" for kind in INPUTS) + " | " + " | ".join(
+        f"{kind} cost" for kind in COMPARED) + " |\n|" + "---|" * (1 + len(INPUTS) + len(COMPARED)) + "\n"
+    rows = "".join(f"| {i + 1} | " + " | ".join(f"{r['train_examples_per_sec'][k]:,.0f}" for k in INPUTS) + " | "
+                   + " | ".join(f"{r['cost'][k]:.1%}" for k in COMPARED) + " |\n" for i, r in enumerate(rounds))
     markdown = (
         f"# Elastic input vs a plain FileReader\n\nDeepFM-like model on a Criteo-shaped file ({args.rows} "
-        f"rows), batch {args.batch_size}. The three inputs train in turns of {args.steps} steps, {args.runs} timed "
-        f"turns each after {args.warmup} warm-up steps, each input in its own process, so that all three see the "
-        f"same machine conditions. "
-        f"Machine: {result['machine']}.\n\n| input | train examples/s (all turns) | each turn |\n|---|---|---|\n"
-        + rate_rows(rates, overall)
-        + f"\n**Throughput cost of elastic input: {cost:.1%}** with the service in the training process "
-        f"(chief, local job); **{remote_cost:.1%}** with the service in another process (workers).\n"
+        f"rows), batch {args.batch_size}. Each trainer runs in a process of its own; they train in turns of "
+        f"{args.steps} steps, {args.runs} timed turns each after {args.warmup} warm-up steps, so that all see the "
+        f"same machine conditions; each of {args.rounds} rounds starts fresh processes. `file_reader_again` is "
+        f"the plain pipeline again: its cost is the measurement's noise. Machine: {result['machine']}.\n\n"
+        + header + rows
+        + f"\n**Throughput cost of elastic input (median of the rounds): {cost['elastic']:.1%}** with the service "
+        f"in the training process (chief, local job); **{cost['elastic_remote']:.1%}** with the service in "
+        f"another process (workers); the control measured {cost['file_reader_again']:.1%}.\n"
     )
     write_results(args.out, "elastic_input", result, markdown)
     return result
