@@ -94,3 +94,13 @@ def test_an_input_fn_using_from_generator_is_warned_about_once(caplog, monkeypat
     build(generator_input_fn)
     build(generator_input_fn)
     assert caplog.text.count("elastimator.inputs.from_python(generator_fn, output_signature)") == 1
+
+
+def test_the_end_of_a_generator_under_tf1_shapes():
+    # DLRover's programs run with TF1 shape behavior, where a shape's dimensions are Dimension objects.
+    tf.compat.v1.disable_v2_tensorshape()
+    try:
+        dataset = from_python(_counting(2), SIGNATURE)
+        assert [e["text"] for e in dataset.as_numpy_iterator()] == [b"row 0", b"row 1"]
+    finally:
+        tf.compat.v1.enable_v2_tensorshape()

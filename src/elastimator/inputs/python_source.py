@@ -111,7 +111,7 @@ def _as_array(value: Any, spec: tf.TensorSpec, name: str) -> np.ndarray:
 
 def _empty(spec: tf.TensorSpec) -> np.ndarray:
     """A placeholder element for the end of the generator (dropped before anyone sees it)."""
-    shape = [0] if spec.shape.rank is None else [0 if d is None else d for d in spec.shape]
+    shape = [0] if spec.shape.rank is None else [0 if d is None else d for d in spec.shape.as_list()]
     if spec.dtype == tf.string:
         return np.full(shape, b"", dtype=object)
     return np.zeros(shape, dtype=spec.dtype.as_numpy_dtype)
