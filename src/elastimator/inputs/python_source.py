@@ -1,9 +1,9 @@
 """A tf.data source that pulls its elements from a Python generator, without `Dataset.from_generator`.
 
 `tf.data.Dataset.from_generator` builds a `GeneratorDataset`, and TensorFlow
-2.16+ constructs that kernel with `mallopt(M_MMAP_THRESHOLD, 128 KiB)`: a
-work-around for a Python 3.11 memory leak that fixes glibc's threshold for the
-whole process. From then on every allocation over 128 KiB (an embedding
+(2.21; 2.16 did not) constructs that kernel with `mallopt(M_MMAP_THRESHOLD,
+128 KiB)`: a work-around for a Python 3.11 memory leak that fixes glibc's
+threshold for the whole process. From then on every allocation over 128 KiB (an embedding
 gradient, an optimizer temporary, a batch of text) is a fresh `mmap` whose
 pages the kernel zeroes and faults in, on every step. On the DeepFM benchmark
 model that doubled a training step (`bench/elastic_input.py`): the input was
@@ -18,8 +18,11 @@ input_fn calls from_generator what it costs and what to use instead.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import itertools
 import logging
+import os
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -118,9 +121,10 @@ def _empty(spec: tf.TensorSpec) -> np.ndarray:
 
 
 def warn_about_generator_datasets(graph: tf.Graph) -> None:
-    """Warns, once per process, when `graph`'s input uses `tf.data.Dataset.from_generator` (see the module doc)."""
+    """Warns, once per process, when `graph`'s input uses `tf.data.Dataset.from_generator` and this TensorFlow
+    pins the mmap threshold for it (see the module doc)."""
     global _warned
-    if _warned:
+    if _warned or not _pins_mmap_threshold():
         return
     library = graph.as_graph_def().library.function
     if any(node.op == "GeneratorDataset" for function in library for node in function.node_def):
@@ -130,3 +134,17 @@ def warn_about_generator_datasets(graph: tf.Graph) -> None:
             "fixed at 128 KiB for this whole process, so every larger tensor is allocated afresh each step (a "
             "DeepFM step took 1.6x as long). elastimator.inputs.from_python(generator_fn, output_signature) "
             "yields the same elements without that.")
+
+
+@functools.cache
+def _pins_mmap_threshold() -> bool:
+    """Whether this TensorFlow's GeneratorDataset kernel carries the process-wide mallopt (2.21 does, 2.16 not)."""
+    library = os.path.join(os.path.dirname(tf.__file__), "libtensorflow_cc.so.2")
+    try:
+        return hasattr(ctypes.CDLL(library), _MEMORY_PATCH)
+    except OSError:  # not Linux, or another layout: no glibc threshold to speak of
+        return False
+
+
+_MEMORY_PATCH = "_ZN10tensorflow4data25ApplyPython311MemoryPatchEv"
+"""tensorflow::data::ApplyPython311MemoryPatch(), which GeneratorDatasetOp's constructor calls."""
