@@ -126,8 +126,9 @@ def warn_about_generator_datasets(graph: tf.Graph) -> None:
     global _warned
     if _warned or not _pins_mmap_threshold():
         return
-    library = graph.as_graph_def().library.function
-    if any(node.op == "GeneratorDataset" for function in library for node in function.node_def):
+    # The graph's functions only: as_graph_def() would copy every constant (a dataset's arrays) on each call.
+    definitions = [getattr(f, "definition", None) for f in getattr(graph, "_functions", {}).values()]
+    if any(node.op == "GeneratorDataset" for d in definitions if d is not None for node in d.node_def):
         _warned = True
         logger.warning(
             "The input_fn uses tf.data.Dataset.from_generator. TensorFlow builds it with glibc's mmap threshold "
