@@ -236,13 +236,13 @@ class DataSetInput:
 
         def batches():
             try:
-                for start, end, tag in self.feed.ranges(self.spec.batch_size):
-                    if blocks:
+                if blocks:
+                    for start, end, tag in self.feed.ranges(self.spec.batch_size):
                         sources, lines = reader.locate(np.arange(start, end))
                         yield sources, lines, reader.read_block(start, end), tag
-                    else:
-                        yield (np.zeros(end - start, np.int32), np.arange(start + 1, end + 1, dtype=np.int64),
-                               np.asarray(reader.read_lines(start, end), dtype=object), tag)
+                else:
+                    for numbers, texts, tag in self.feed.batches(reader, self.spec.batch_size):
+                        yield np.zeros(len(texts), np.int32), numbers, texts, tag
             except ReaderError as e:
                 self.reader_failure = e
                 raise

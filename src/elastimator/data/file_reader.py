@@ -215,13 +215,9 @@ class FileReader(ElasticReader):
 
     def read_lines(self, start_index: int, end_index: int) -> list[bytes]:
         """Records as undecoded bytes: a plain file's range is one read, split in C (no per-record checks needed)."""
-        out: list[bytes] = []
-        for file_no, first, take in self._segments(start_index, end_index):
-            if self._starts(file_no) is None:
-                out.extend(self._gzip_lines(file_no, first, take))
-            else:
-                out.extend(self._block_of_file(file_no, first, take).split(b"\n"))
-        return out
+        if start_index >= end_index:
+            return []
+        return self.read_block(start_index, end_index).split(b"\n")
 
     def read_block(self, start_index: int, end_index: int) -> bytes:
         """Records [start_index, end_index) as one newline-separated block (no trailing newline), left to split in
@@ -244,15 +240,13 @@ class FileReader(ElasticReader):
             index += take
         return segments
 
-    def _gzip_lines(self, file_no: int, first: int, take: int) -> list[bytes]:
-        header = self.headers[file_no]
-        with _open(self.files[file_no]) as f:
-            return [line.rstrip(b"\r\n") for line in itertools.islice(f, first + header, first + header + take)]
-
     def _block_of_file(self, file_no: int, first: int, take: int) -> bytes:
         starts = self._starts(file_no)
-        if starts is None:
-            return b"\n".join(self._gzip_lines(file_no, first, take))
+        if starts is None:  # gzip: no offsets to seek to
+            header = self.headers[file_no]
+            with _open(self.files[file_no]) as f:
+                lines = itertools.islice(f, first + header, first + header + take)
+                return b"\n".join(line.rstrip(b"\r\n") for line in lines)
         end = starts[first + take] if first + take < len(starts) else None
         with open(self.files[file_no], "rb") as f:
             f.seek(starts[first])

@@ -24,7 +24,8 @@ class Reporter:
         self._send = send
         self._queue: collections.deque[Sequence[Report]] = collections.deque()
         self._changed = threading.Condition()
-        self._put = self._sent = 0
+        self._put = 0
+        """Calls' reports put so far; those still queued are not yet sent."""
         self._error: BaseException | None = None
         self._closing = False
         self._thread: threading.Thread | None = None
@@ -43,7 +44,7 @@ class Reporter:
         """Waits until everything put so far is reported; raises what a report raised."""
         with self._changed:
             target = self._put
-            while self._sent < target and self._error is None:
+            while self._put - len(self._queue) < target and self._error is None:
                 self._changed.wait()
             if self._error is not None:
                 raise self._error
@@ -77,5 +78,4 @@ class Reporter:
                 return
             with self._changed:
                 self._queue.popleft()
-                self._sent += 1
                 self._changed.notify_all()

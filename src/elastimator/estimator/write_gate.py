@@ -59,16 +59,16 @@ def _outermost_while(op: tf.Operation):
 
 def _waiting_ops(writes: Sequence[tf.Operation]) -> list[tf.Operation]:
     """The ops that must wait for the gate: each write, or the entry of the TF1 while loop it is in."""
-    waiting: dict[tf.Operation, None] = {}
-    loops = {}
+    waiting: dict[tf.Operation, None] = {}  # ordered, without repeats
+    loops: set[str] = set()
     for op in writes:
         loop = _outermost_while(op)
         if loop is None:
             waiting[op] = None
         elif loop.name not in loops:
-            loops[loop.name] = [e for e in op.graph.get_operations()
-                                if e.type in ("Enter", "RefEnter") and e.get_attr("frame_name") == loop.name]
-            waiting.update(dict.fromkeys(loops[loop.name]))
+            loops.add(loop.name)
+            waiting.update(dict.fromkeys(e for e in op.graph.get_operations()
+                                         if e.type in ("Enter", "RefEnter") and e.get_attr("frame_name") == loop.name))
     return list(waiting)
 
 
