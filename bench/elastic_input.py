@@ -95,13 +95,13 @@ def trainer(kind: str, path: str, model_dir: str, args, epochs: int):
             process.wait(timeout=30)
 
 
-def train(kind: str, turn_hook, path: str, args, epochs: int, tmp: str) -> None:
+def train(kind: str, turn_hook, path: str, args, steps: int, epochs: int, tmp: str) -> None:
     """One contender, in a process of its own: trains its input's model, taking turns through `turn_hook`."""
     model_dir = os.path.join(tmp, kind)
     with trainer(kind, path, model_dir, args, epochs) as (input_fn, hooks):
         estimator = est.Estimator(deepfm.criteo_model_fn, model_dir=os.path.join(model_dir, "model"),
                                   config=est.RunConfig(tf_random_seed=1))
-        estimator.train(input_fn, hooks=[*hooks, turn_hook], steps=args.warmup + args.runs * args.steps)
+        estimator.train(input_fn, hooks=[*hooks, turn_hook], steps=steps)
 
 
 def race(path: str, args) -> RoundRobin:
@@ -112,7 +112,7 @@ def race(path: str, args) -> RoundRobin:
     steps = args.warmup + args.runs * args.steps
     epochs = math.ceil(steps * args.batch_size / args.rows) + 1
     with tempfile.TemporaryDirectory() as tmp:
-        robin.run(train, path, args, epochs, tmp)
+        robin.run(train, path, args, steps, epochs, tmp)
     return robin
 
 

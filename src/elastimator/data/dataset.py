@@ -20,10 +20,10 @@ from elastimator.data import reader as readers
 from elastimator.data.column import Column, check_columns
 from elastimator.data.file_reader import FileReader
 from elastimator.data.parsing import _FLOAT, _INT, SPARSE_DELIM, BadRecordTally, FilledFields, RecordParser
-from elastimator.inputs.python_source import from_python
 from elastimator.elastic.shards import SHARD_TAG
 from elastimator.errors import ConfError, ElastimatorError, ReaderError
 from elastimator.estimator.training_step import StepInput
+from elastimator.inputs.python_source import from_python
 
 logger = logging.getLogger("elastimator")
 _READ_AHEAD = 1 << 20

@@ -8,8 +8,8 @@ import numpy as np
 import tensorflow as tf
 
 from elastimator._validate import is_int
-from elastimator.inputs.python_source import from_python
 from elastimator.errors import InputFnError
+from elastimator.inputs.python_source import from_python
 
 
 def _as_arrays(value, what: str) -> dict[str, np.ndarray] | np.ndarray:

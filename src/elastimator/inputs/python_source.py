@@ -3,11 +3,11 @@
 `tf.data.Dataset.from_generator` builds a `GeneratorDataset`, and TensorFlow
 (2.21; 2.16 did not) constructs that kernel with `mallopt(M_MMAP_THRESHOLD,
 128 KiB)`: a work-around for a Python 3.11 memory leak that fixes glibc's
-threshold for the whole process. From then on every allocation over 128 KiB (an embedding
-gradient, an optimizer temporary, a batch of text) is a fresh `mmap` whose
-pages the kernel zeroes and faults in, on every step. On the DeepFM benchmark
-model that doubled a training step (`bench/elastic_input.py`): the input was
-not the cost, the allocator setting it left behind was.
+threshold for the whole process. From then on every allocation over 128 KiB
+(an embedding gradient, an optimizer temporary, a batch of text) is a fresh
+`mmap` whose pages the kernel zeroes and faults in, on every step. On the
+DeepFM benchmark model that doubled a training step (`bench/elastic_input.py`):
+the input was not the cost, the allocator setting it left behind was.
 
 `from_python` gives the same elements with ordinary dataset ops: each
 iteration starts its own generator (as from_generator does), and a stateful
