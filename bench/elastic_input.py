@@ -43,7 +43,6 @@ from elastimator.elastic.feed import ShardFeed, ShardReportHook  # noqa: E402
 from elastimator.elastic.client import ShardClient  # noqa: E402
 from elastimator.elastic.service import ShardServer, ShardService  # noqa: E402
 from elastimator.elastic.shards import ShardingSpec  # noqa: E402
-from elastimator.estimator.training_step import StepHook  # noqa: E402
 from report import add_timed_run_arguments, write_results  # noqa: E402
 from timing import RoundRobin  # noqa: E402
 
@@ -83,7 +82,7 @@ def trainer(kind: str, path: str, model_dir: str, args, epochs: int):
         if kind.startswith("elastic"):
             feed = ShardFeed(client, ShardingSpec(name="train_set", size=spec.reader.data_nums, epochs=epochs,
                                                  shard_size=10 * args.batch_size)).start()
-            hooks.append(StepHook(lambda step: ShardReportHook(feed, step), several_steps_per_call=False))
+            hooks.append(ShardReportHook.step_hook(feed))
         yield DataSetInput(spec, feed=feed), hooks
     finally:
         if feed is not None:

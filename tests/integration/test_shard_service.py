@@ -11,7 +11,7 @@ from elastimator.elastic.feed import ShardFeed
 from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.client import ShardClient
 from elastimator.elastic.service import ShardServer, ShardService
-from elastimator.elastic.shards import SHARD_TAG, Assigned, ShardingSpec, ShardBook, ShardServiceError, Wait
+from elastimator.elastic.shards import Assigned, ShardingSpec, ShardBook, ShardServiceError, Wait
 
 pytestmark = pytest.mark.integration
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -104,7 +104,50 @@ def test_workers_hear_of_a_rewind_before_the_chief_restores(server):
     idle.close()
 
 
-def test_the_input_drops_batches_of_a_lease_taken_back_while_they_waited(server, tmp_path):
+def _counting_model_fn(features, labels, mode):
+    """Counts how often each record id is trained, in a variable only a step's writes change."""
+    import tensorflow as tf
+
+    import elastimator as est
+
+    trained = tf.compat.v1.get_variable("trained", [40], tf.int64, tf.compat.v1.zeros_initializer(),
+                                        trainable=False, use_resource=True)
+    weight = tf.compat.v1.get_variable("w", [], tf.float32, tf.compat.v1.zeros_initializer())
+    loss = tf.reduce_mean(tf.square(weight - tf.cast(labels, tf.float32)))
+    step = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, global_step=tf.compat.v1.train.get_global_step())
+    count = trained.scatter_add(tf.IndexedSlices(tf.ones_like(features["id"], tf.int64), features["id"]))
+    return est.EstimatorSpec(mode, loss=loss, train_op=tf.group(step, count))
+
+
+class _RewindAfterFirstCall:
+    """After the first training call: reads what it trained, then rewinds the book to seal 0 (as a ps failure
+    does) and lets the worker hear of it, while the rest of the first shard waits in the prefetch buffer."""
+
+    def __init__(self, chief, worker):
+        import tensorflow as tf
+
+        class Hook(tf.compat.v1.train.SessionRunHook):
+            def begin(hook):
+                hook.trained = next(v for v in tf.compat.v1.global_variables() if v.op.name == "trained").value()
+
+            def after_run(hook, run_context, run_values):
+                if self.before is None:
+                    self.before = run_context.session.run(hook.trained)
+                    chief.restore(0)
+                    worker.heartbeat()
+
+        self.before = None
+        self.hook = Hook()
+
+
+@pytest.mark.parametrize("steps_per_execution", [1, 5])
+def test_batches_of_a_lease_taken_back_while_they_waited_are_not_trained(server, tmp_path, steps_per_execution):
+    """One step per call: the write gate withdraws each stale batch; several: the input drops them as the loop
+    takes them. Either way the rewound shards are trained again whole, under new leases, and nothing else twice."""
+    import elastimator as est
+    from elastimator.elastic.feed import ShardReportHook
+
     data = tmp_path / "ids.csv"
     data.write_text("".join(f"{i},0\n" for i in range(40)))
     columns = (Column.create("id", "int"), Column.create("label", "int", is_label=True))
@@ -113,18 +156,17 @@ def test_the_input_drops_batches_of_a_lease_taken_back_while_they_waited(server,
     worker = ShardClient(server.address, TOKEN, worker="worker-0")
     feed = ShardFeed(worker, ShardingSpec(name="train", size=40, shard_size=20)).start()
     chief.commit(chief.seal(checkpoint_step=0), checkpoint_step=0)
-    batches = iter(DataSetInput(spec, feed=feed)())
-    first = next(batches).step_outputs[SHARD_TAG].numpy()  # the rest of its shard now waits in the prefetch buffer
-    chief.restore(0)
-    worker.heartbeat()
-    rest = []
-    for batch in batches:  # trained, then reported, as ShardReportHook does
-        rest.append(batch.step_outputs[SHARD_TAG].numpy())
-        feed.report(*(int(v) for v in rest[-1]))
-    feed.stop()
-    assert all(tag[1] != first[1] and ShardBook.is_current(tag[1], worker.lease_floor) for tag in rest)
-    trained = sorted(int(tag[2]) + i for tag in rest for i in range(tag[3]))
-    assert trained == list(range(40))  # the rewound shard comes back whole, under a new lease
+    rewind = _RewindAfterFirstCall(chief, worker)
+    model_dir = str(tmp_path / "model")
+    estimator = est.Estimator(_counting_model_fn, model_dir=model_dir,
+                              config=est.RunConfig(steps_per_execution=steps_per_execution))
+    # The rewound shards come back to this process's input, or, where it had already been told that every
+    # shard was out, to its next training (as a re-created session's input would ask again).
+    for hooks in ([rewind.hook], []):
+        estimator.train(DataSetInput(spec, feed=feed), hooks=[ShardReportHook.step_hook(feed), *hooks])
+    trained = estimator.get_variable_value("trained")
+    assert rewind.before.sum() == 5 * steps_per_execution  # the first call's batches, trained before the rewind
+    assert (trained == 1 + rewind.before).all()  # those once more after it, every other record once
 
 
 @pytest.mark.slow

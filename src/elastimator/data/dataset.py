@@ -208,17 +208,25 @@ class DataSetInput:
 
     # --- the pipeline ------------------------------------------------------------------------
 
-    def __call__(self) -> tf.data.Dataset:
+    def __call__(self, config=None) -> tf.data.Dataset:
+        """The pipeline; `config` (the Estimator passes its RunConfig) tells an elastic input how many steps a
+        session call runs."""
         spec = self.spec
         parser = RecordParser(spec.columns, spec.delimiter, self.tally, self.filled)
         if self.feed is not None:
             # Deterministic, so each shard's batches reach the step (and the service) in order.
             tagged = self._elastic_batches().map(_tagged(parser), num_parallel_calls=tf.data.AUTOTUNE)
-            # Last, and with no prefetch injected after it, so it runs as the step takes the batch: one the
-            # service took back while it waited is dropped.
+            batches = tagged.prefetch(tf.data.AUTOTUNE)
+            if not _several_steps_per_call(config):
+                # A call of one step has its batch's lease checked by the write gate right before it writes
+                # (ShardReportHook): no Python call as the step takes its batch.
+                return batches
+            # A call of several steps passes the gate once, before its loop takes any batch: each batch is
+            # checked as the loop takes it (last, with no prefetch injected after it), and one the service took
+            # back while it waited is dropped.
             options = tf.data.Options()
             options.experimental_optimization.inject_prefetch = False
-            return tagged.prefetch(tf.data.AUTOTUNE).filter(_still_leased(self.feed)).with_options(options)
+            return batches.filter(_still_leased(self.feed)).with_options(options)
         if isinstance(spec.reader, FileReader):
             batches = self._file_batches(spec.reader)
         else:
@@ -348,6 +356,12 @@ def _tagged(parser: RecordParser):
         return StepInput(features, labels, {SHARD_TAG: tag})
 
     return parse
+
+
+def _several_steps_per_call(config) -> bool:
+    """Whether training calls may run several steps: only with RunConfig.steps_per_execution > 1, since
+    automatic sizing keeps one step per call wherever a hook reports per call, as the shard report hook does."""
+    return (getattr(config, "steps_per_execution", None) or 1) > 1
 
 
 def _still_leased(feed):

@@ -6,8 +6,10 @@
   them has run, and the next step's writes wait for that report (it travels
   while the next step computes), so a process that dies has at most one
   trained batch unreported: the one batch replayed for it.
-* `ShardFeed.is_current` tells, right before a batch is trained, whether the
-  service has since taken its lease back (a rewind); such batches are dropped.
+* `ShardFeed.is_current` tells whether the service has since taken a batch's
+  lease back (a rewind); such batches are dropped: as they are read, and again
+  right before the step writes (or, in calls of several steps, as the step's
+  loop takes them).
 * `ShardSealListener` (chief) seals the book right before each checkpoint save
   and commits it right after; `ShardRestoreHook` (chief) rewinds the book to the
   checkpoint a session restores, and waits for the workers to hear of it.
@@ -43,7 +45,7 @@ from elastimator.elastic.shards import (
 )
 from elastimator.errors import ReaderError
 from elastimator.estimator import checkpoints, write_gate
-from elastimator.estimator.training_step import TrainingStep
+from elastimator.estimator.training_step import StepHook, TrainingStep
 
 logger = logging.getLogger("elastimator")
 ENV_ADDRESS = "ELASTIMATOR_SHARD_SERVICE"
@@ -237,11 +239,17 @@ class ShardFeed:
 class ShardReportHook(tf.compat.v1.train.SessionRunHook):
     """Reports each batch's records to the service after the step that trained them.
 
-    Built from the training step (`StepHook(lambda step: ShardReportHook(feed, step))`): it fetches the
-    step's shard tags, one row per step of the call. A report goes out on its own thread while the next
-    step computes; that step's writes wait until the report is acknowledged (write_gate), and a step whose
-    batch the service took back meanwhile is withdrawn before it writes anything.
+    Built from the training step (`ShardReportHook.step_hook(feed)`): it fetches the step's shard tags, one
+    row per step of the call. A report goes out on its own thread while the next step computes; that step's
+    writes wait until the report is acknowledged (write_gate), and a step whose batch the service took back
+    meanwhile is withdrawn before it writes anything.
     """
+
+    @classmethod
+    def step_hook(cls, feed: ShardFeed) -> StepHook:
+        """The hook for a training: automatically sized calls keep one step each, so that a failure replays at
+        most one batch and each batch's lease is checked right before its step writes."""
+        return StepHook(lambda step: cls(feed, step), several_steps_per_call=False)
 
     def __init__(self, feed: ShardFeed, step: TrainingStep):
         if SHARD_TAG not in step.outputs:

@@ -146,8 +146,7 @@ def _elastic(conf: JobConf, config: RunConfig, service: ServiceConfig) -> _Elast
     dataset = ShardingSpec(name=spec.name, size=spec.reader.data_nums, shard_size=spec.shard_size or 10 * spec.batch_size,
                           epochs=spec.epoch or 1_000_000, shuffle=spec.shuffle, seed=conf.tf_random_seed or 0)
     feed = ShardFeed(client, dataset).start()
-    # Reported after every step when calls are sized automatically: a failure then replays at most one batch.
-    hooks: list = [StepHook(lambda step: ShardReportHook(feed, step), several_steps_per_call=False)]
+    hooks: list = [ShardReportHook.step_hook(feed)]
     listeners: list = []
     if config.is_chief:
         # Live workers reconnect within a second or two; one still silent after this is probably dead.
