@@ -9,10 +9,10 @@ what another sets for its whole process:
   elastic_remote     the service in another process (`elastimator shard-service`), reached over gRPC,
                      as every worker but the chief reaches it
   file_reader_again  the plain pipeline once more: the control, whose "cost" is the measurement's noise
-Each of `--rounds` rounds starts fresh processes (a process's own speed varies by a few percent); the
-figures are the medians of the rounds' costs.
+Each of `--rounds` rounds starts fresh processes (a process's own speed varies by a few percent, and a
+round's cost by about 5 points); the figures are the medians of the rounds' costs.
 
-Run:  python bench/elastic_input.py [--rows 200000] [--steps 50] [--runs 10] [--rounds 3]
+Run:  python bench/elastic_input.py [--rows 200000] [--steps 50] [--runs 10] [--rounds 5]
       (--runs: timed turns per trainer and round)
 Results go to bench/results/elastic_input.{json,md}.
 """
@@ -118,7 +118,7 @@ def race(path: str, args) -> RoundRobin:
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     add_timed_run_arguments(parser)
     parser.set_defaults(steps=50, runs=10)
     args = parser.parse_args(argv)
