@@ -17,7 +17,9 @@ from tests.helpers import read_events
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONF = os.path.join(ROOT, "tests", "integration", "launch_conf.py") + ":LaunchConf"
-SINGLE_PROCESS_AUC = 0.9009  # the census job in one process, 3,000 steps (see the closing note of issue 4)
+SINGLE_PROCESS_AUC = 0.8865
+"""The census job in one process, 9,000 steps, as the fault test trains. It overfits past about 3,000 (0.9006
+there, 0.8912 at 6,500): the same job's figure is the fair bar, not the best one."""
 
 
 class Console(list):
