@@ -5,9 +5,11 @@ import os
 import threading
 
 import pytest
+import tensorflow as tf
 
+import elastimator as est
 from elastimator.data import Column, DataSetInput, DataSetSpec, FileReader
-from elastimator.elastic.feed import ShardFeed
+from elastimator.elastic.feed import ShardFeed, ShardReportHook
 from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.client import ShardClient
 from elastimator.elastic.service import ShardServer, ShardService
@@ -106,10 +108,6 @@ def test_workers_hear_of_a_rewind_before_the_chief_restores(server):
 
 def _counting_model_fn(features, labels, mode):
     """Counts how often each record id is trained, in a variable only a step's writes change."""
-    import tensorflow as tf
-
-    import elastimator as est
-
     trained = tf.compat.v1.get_variable("trained", [40], tf.int64, tf.compat.v1.zeros_initializer(),
                                         trainable=False, use_resource=True)
     weight = tf.compat.v1.get_variable("w", [], tf.float32, tf.compat.v1.zeros_initializer())
@@ -120,34 +118,28 @@ def _counting_model_fn(features, labels, mode):
     return est.EstimatorSpec(mode, loss=loss, train_op=tf.group(step, count))
 
 
-class _RewindAfterFirstCall:
-    """After the first training call: reads what it trained, then rewinds the book to seal 0 (as a ps failure
-    does) and lets the worker hear of it, while the rest of the first shard waits in the prefetch buffer."""
+class _RewindAfterFirstCall(tf.compat.v1.train.SessionRunHook):
+    """After the first training call: keeps what it trained (`before`), then rewinds the book to seal 0 (as a ps
+    failure does) and lets the worker hear of it, while the rest of the first shard waits in the prefetch buffer."""
 
     def __init__(self, chief, worker):
-        import tensorflow as tf
-
-        class Hook(tf.compat.v1.train.SessionRunHook):
-            def begin(hook):
-                hook.trained = next(v for v in tf.compat.v1.global_variables() if v.op.name == "trained").value()
-
-            def after_run(hook, run_context, run_values):
-                if self.before is None:
-                    self.before = run_context.session.run(hook.trained)
-                    chief.restore(0)
-                    worker.heartbeat()
-
+        self._chief, self._worker = chief, worker
         self.before = None
-        self.hook = Hook()
+
+    def begin(self):
+        self._trained = next(v for v in tf.compat.v1.global_variables() if v.op.name == "trained").value()
+
+    def after_run(self, run_context, run_values):
+        if self.before is None:
+            self.before = run_context.session.run(self._trained)
+            self._chief.restore(0)
+            self._worker.heartbeat()
 
 
 @pytest.mark.parametrize("steps_per_execution", [1, 5])
 def test_batches_of_a_lease_taken_back_while_they_waited_are_not_trained(server, tmp_path, steps_per_execution):
     """One step per call: the write gate withdraws each stale batch; several: the input drops them as the loop
     takes them. Either way the rewound shards are trained again whole, under new leases, and nothing else twice."""
-    import elastimator as est
-    from elastimator.elastic.feed import ShardReportHook
-
     data = tmp_path / "ids.csv"
     data.write_text("".join(f"{i},0\n" for i in range(40)))
     columns = (Column.create("id", "int"), Column.create("label", "int", is_label=True))
@@ -162,7 +154,7 @@ def test_batches_of_a_lease_taken_back_while_they_waited_are_not_trained(server,
                               config=est.RunConfig(steps_per_execution=steps_per_execution))
     # The rewound shards come back to this process's input, or, where it had already been told that every
     # shard was out, to its next training (as a re-created session's input would ask again).
-    for hooks in ([rewind.hook], []):
+    for hooks in ([rewind], []):
         estimator.train(DataSetInput(spec, feed=feed), hooks=[ShardReportHook.step_hook(feed), *hooks])
     trained = estimator.get_variable_value("trained")
     assert rewind.before.sum() == 5 * steps_per_execution  # the first call's batches, trained before the rewind
