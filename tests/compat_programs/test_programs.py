@@ -76,9 +76,12 @@ def test_optimizers_as_tf_estimator_2_15_took_them(tmp_path):
 def test_keras_model_to_estimator_guide(tmp_path):
     got, reference = _run("keras_model", tmp_path), REFERENCE["keras_model"]
     assert got["global_step"] == reference["global_step"] == 500
-    # Unseeded dropout: elastimator gave accuracy 0.92-0.98 and loss 0.19-0.28 over four runs (2.15: 0.92, 0.29).
-    assert got["accuracy"] >= reference["accuracy"] - 0.05
-    assert got["loss"] <= reference["loss"] + 0.1
+    # Unseeded dropout, and 500 Adam steps leave the model short of converged, so single runs spread:
+    # accuracy 0.84-0.98 and loss 0.20-0.35 over 31 runs (2.15, one run: 0.92 and 0.29). Accuracy on
+    # 150 examples moves in steps of 0.0067 as points near the versicolor/virginica boundary flip; the
+    # loss is the steadier measure of "trained as 2.15 did", accuracy only has to show a trained model.
+    assert got["loss"] <= reference["loss"] + 0.15  # untrained: 1.1
+    assert got["accuracy"] >= 0.8  # chance is 0.33
 
 
 def test_v1_canned_estimators_sum_their_losses(tmp_path):
