@@ -1,14 +1,16 @@
 """The cost of elastic input: training examples/s with a plain FileReader vs the same file through the
 shard service, every batch reported after the step that trained it.
 
-Four trainers, each training its own copy of the model in a process of its own, taking turns of `--steps`
+Five trainers, each training its own copy of the model in a process of its own, taking turns of `--steps`
 steps (timing.RoundRobin), so that all are timed under the same machine conditions and none is charged for
 what another sets for its whole process:
   file_reader        the plain FileReader pipeline (no service)
   elastic            the service in the training process, as the chief (or a local job) hosts it
-  elastic_remote     the service in another process (`elastimator shard-service`), reached over gRPC,
-                     as every worker but the chief reaches it
+  elastic_remote     the service in another process (`elastimator shard-service`), as every worker but the
+                     chief reaches it: requests over gRPC, reports over the report line
+  elastic_grpc       the same, with reports over gRPC too (the service's report line off), as before it
   file_reader_again  the plain pipeline once more: the control, whose "cost" is the measurement's noise
+The remote services run on the same cores as the trainers, as a local cluster's chief does.
 Each of `--rounds` rounds starts fresh processes (a process's own speed varies by a few percent, and a
 round's cost by about 5 points); the figures are the medians of the rounds' costs.
 
@@ -49,15 +51,15 @@ from timing import RoundRobin  # noqa: E402
 TOKEN = "bench-token"
 
 
-INPUTS = ("file_reader", "elastic", "elastic_remote", "file_reader_again")
+INPUTS = ("file_reader", "elastic", "elastic_remote", "elastic_grpc", "file_reader_again")
 COMPARED = INPUTS[1:]
 
 
-def start_remote_service(model_dir: str) -> tuple[subprocess.Popen, str]:
+def start_remote_service(model_dir: str, report_port: str = "0") -> tuple[subprocess.Popen, str]:
     """`elastimator shard-service` in its own process; returns it and the address it printed."""
     env = dict(os.environ, ELASTIMATOR_JOB_TOKEN=TOKEN, TF_CPP_MIN_LOG_LEVEL="2")
-    process = subprocess.Popen([sys.executable, "-m", "elastimator.cli", "shard-service", "--model-dir", model_dir],
-                               stdout=subprocess.PIPE, text=True, env=env)
+    process = subprocess.Popen([sys.executable, "-m", "elastimator.cli", "shard-service", "--model-dir", model_dir,
+                                "--report-port", report_port], stdout=subprocess.PIPE, text=True, env=env)
     address = process.stdout.readline().strip()
     if not address:
         process.kill()
@@ -76,14 +78,18 @@ def trainer(kind: str, path: str, model_dir: str, args, epochs: int):
         if kind == "elastic":
             server = ShardServer(ShardService(TOKEN)).start()
             client = ShardClient.in_process(server.service, worker="chief-0")
-        elif kind == "elastic_remote":
-            process, address = start_remote_service(os.path.join(model_dir, "service"))
+        elif kind in ("elastic_remote", "elastic_grpc"):
+            process, address = start_remote_service(os.path.join(model_dir, "service"),
+                                                    report_port="0" if kind == "elastic_remote" else "off")
             client = ShardClient(address, TOKEN, worker="worker-0")
         if kind.startswith("elastic"):
             feed = ShardFeed(client, ShardingSpec(name="train_set", size=spec.reader.data_nums, epochs=epochs,
                                                  shard_size=10 * args.batch_size)).start()
             hooks.append(ShardReportHook.step_hook(feed))
         yield DataSetInput(spec, feed=feed), hooks
+        if kind == "elastic_remote" and not client.reports_over_line:
+            raise RuntimeError("elastic_remote's reports went over gRPC, not the report line: its figure would be "
+                               "elastic_grpc's.")
     finally:
         if feed is not None:
             feed.stop()
@@ -137,7 +143,7 @@ def main(argv=None) -> dict:
               "train_examples_per_sec": {kind: statistics.median(r["train_examples_per_sec"][kind] for r in rounds)
                                          for kind in INPUTS},
               "throughput_cost": cost["elastic"], "throughput_cost_remote": cost["elastic_remote"],
-              "control_cost": cost["file_reader_again"],
+              "throughput_cost_remote_grpc": cost["elastic_grpc"], "control_cost": cost["file_reader_again"],
               "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, TF {tf.__version__}"}
     header = "| round | " + " | ".join(f"{kind} ex/s" for kind in INPUTS) + " | " + " | ".join(
         f"{kind} cost" for kind in COMPARED) + " |\n|" + "---|" * (1 + len(INPUTS) + len(COMPARED)) + "\n"
@@ -152,7 +158,8 @@ def main(argv=None) -> dict:
         + header + rows
         + f"\n**Throughput cost of elastic input (median of the rounds): {cost['elastic']:.1%}** with the service "
         f"in the training process (chief, local job); **{cost['elastic_remote']:.1%}** with the service in "
-        f"another process (workers); the control measured {cost['file_reader_again']:.1%}.\n"
+        f"another process (workers, reports over the report line), {cost['elastic_grpc']:.1%} with their reports "
+        f"over gRPC; the control measured {cost['file_reader_again']:.1%}.\n"
     )
     write_results(args.out, "elastic_input", result, markdown)
     return result

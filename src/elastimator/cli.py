@@ -85,6 +85,9 @@ def _parser() -> argparse.ArgumentParser:
     service.add_argument("--port", type=int, default=0, help="port (default: any free one, printed)")
     service.add_argument("--worker-timeout-secs", type=float, default=30.0,
                          help="heartbeat silence after which a worker's shards go back to the queue (default 30)")
+    service.add_argument("--report-port", default="0",
+                         help="port of the report line, the workers' per-step reports on the same host (default: any "
+                              "free one, told to the workers; 'off': reports over gRPC)")
 
     launch = commands.add_parser("launch", help="run a conf's job as ps, chief, workers and evaluator processes here")
     launch.add_argument("conf", help="conf as package.module.Class, path/to/conf.py or path/to/conf.py:Class")
@@ -210,10 +213,11 @@ def _shard_service(args) -> int:
     import signal
     import threading
 
-    from elastimator.elastic.feed import ServiceConfig
+    from elastimator.elastic.feed import ServiceConfig, report_port_from
     from elastimator.elastic.service import serve
 
-    server = serve(args.model_dir, ServiceConfig.token_from_env(), args.host, args.port, args.worker_timeout_secs)
+    server = serve(args.model_dir, ServiceConfig.token_from_env(), args.host, args.port, args.worker_timeout_secs,
+                   report_port=report_port_from(args.report_port))
     print(server.address, flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

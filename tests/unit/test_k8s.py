@@ -19,11 +19,12 @@ CENSUS = k8s.TFJobSpec(name="census", conf="examples/census/census_conf.py:Censu
 def test_the_census_manifest_is_valid_and_complete():
     secret, policy, tfjob = k8s.manifest(CENSUS)
     assert k8s.validate(secret) == [] and k8s.validate(policy) == [] and k8s.validate(tfjob) == []
-    # Only the job's own pods may reach its pods, and only on the TensorFlow and shard-service ports.
+    # Only the job's own pods may reach its pods, and only on the TensorFlow and shard-service ports (gRPC and
+    # the report line).
     job_pods = {"matchLabels": {"elastimator/job": "census"}}
     assert policy["spec"]["podSelector"] == job_pods and policy["spec"]["policyTypes"] == ["Ingress"]
     (rule,) = policy["spec"]["ingress"]
-    assert rule["from"] == [{"podSelector": job_pods}] and {p["port"] for p in rule["ports"]} == {2222, 2223}
+    assert rule["from"] == [{"podSelector": job_pods}] and {p["port"] for p in rule["ports"]} == {2222, 2223, 2224}
     for replica in tfjob["spec"]["tfReplicaSpecs"].values():
         assert replica["template"]["metadata"]["labels"]["elastimator/job"] == "census"
     replicas = tfjob["spec"]["tfReplicaSpecs"]
@@ -35,6 +36,8 @@ def test_the_census_manifest_is_valid_and_complete():
     assert env["ELASTIMATOR_JOB_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "census-token", "key": "token"}
     assert len(json.loads(env["ELASTIMATOR_WORKER_SLOTS"]["value"])) == 4
     assert env["ELASTIMATOR_SHARD_SERVICE_LISTEN"]["value"] == "0.0.0.0:2223"
+    assert env["ELASTIMATOR_SHARD_REPORT_PORT"]["value"] == "2224"
+    assert {p["containerPort"] for p in chief["ports"]} == {2222, 2223, 2224}
     worker_env = {e["name"] for e in replicas["Worker"]["template"]["spec"]["containers"][0]["env"]}
     assert "ELASTIMATOR_SHARD_SERVICE_LISTEN" not in worker_env  # only the chief listens beyond loopback
     assert k8s.load_text(k8s.render([secret, policy, tfjob])) == [secret, policy, tfjob]

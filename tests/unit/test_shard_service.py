@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from elastimator.elastic.feed import ShardFeed, ShardReportHook
+from elastimator.elastic.feed import ShardFeed, ShardReportHook, report_port_from
 from elastimator.elastic.client import ShardClient
 from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.service import METHODS, ShardService
@@ -119,3 +119,14 @@ def test_a_checkpoint_saved_just_before_a_crash_finds_its_pending_seal(tmp_path)
     resumed = ShardService(TOKEN, SealStore(str(tmp_path)))
     assert resumed.resume(checkpoint_step=124)
     assert resumed.handle("status", {"dataset": "train"})["trained_records"] == 4
+
+
+@pytest.mark.parametrize("text, port", [(None, 0), ("", 0), ("2224", 2224), ("off", None), (" OFF ", None)])
+def test_the_report_line_port_is_a_number_or_off(text, port):
+    assert report_port_from(text) == port
+
+
+def test_a_report_line_port_that_is_neither_is_a_clear_error():
+    with pytest.raises(ReaderError, match="ELASTIMATOR_SHARD_REPORT_PORT: expected a port number .* or 'off'; "
+                                          "got 'no'"):
+        report_port_from("no")

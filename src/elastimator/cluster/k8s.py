@@ -6,8 +6,9 @@ that admits only the job's own pods to its TensorFlow and shard-service ports
 the TFJob whose Chief, PS, Worker (and Evaluator) replicas each run
 `elastimator run`.
 The training operator gives every pod its TF_CONFIG. The chief serves the
-shard service on SHARD_PORT; the other pods reach it through the chief's
-per-replica service name (`<job>-chief-0`). Every worker slot up to
+shard service on SHARD_PORT (its report line on REPORT_PORT); the other pods
+reach it through the chief's per-replica service name (`<job>-chief-0`), which
+resolves to the pod itself, every port of it. Every worker slot up to
 `max_workers` is named in ELASTIMATOR_WORKER_SLOTS, so the parameter servers
 can reach workers that scaling adds later.
 
@@ -30,6 +31,8 @@ from elastimator.errors import ClusterError
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
 TF_PORT = 2222
 SHARD_PORT = 2223
+REPORT_PORT = 2224
+"""The shard service's report line: workers' per-step reports, cheaper than a gRPC call each."""
 CONTAINER = "tensorflow"
 """The training operator finds the TensorFlow container by this name."""
 REPLICA_TYPES = {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator"}
@@ -94,7 +97,9 @@ def _pod_template(spec: TFJobSpec, role: str) -> dict[str, Any]:
     if role == "chief":
         # Listening beyond loopback is configured here, on purpose: the other pods must reach the service.
         env.append({"name": "ELASTIMATOR_SHARD_SERVICE_LISTEN", "value": f"0.0.0.0:{SHARD_PORT}"})
+        env.append({"name": "ELASTIMATOR_SHARD_REPORT_PORT", "value": str(REPORT_PORT)})
         ports.append({"name": "shard-service", "containerPort": SHARD_PORT})
+        ports.append({"name": "shard-reports", "containerPort": REPORT_PORT})
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": spec.image,
@@ -119,7 +124,8 @@ def _network_policy(spec: TFJobSpec) -> dict[str, Any]:
             "spec": {"podSelector": job_pods, "policyTypes": ["Ingress"],
                      "ingress": [{"from": [{"podSelector": job_pods}],
                                   "ports": [{"protocol": "TCP", "port": TF_PORT},
-                                            {"protocol": "TCP", "port": SHARD_PORT}]}]}}
+                                            {"protocol": "TCP", "port": SHARD_PORT},
+                                            {"protocol": "TCP", "port": REPORT_PORT}]}]}}
 
 
 def manifest(spec: TFJobSpec) -> list[dict[str, Any]]:

@@ -2,6 +2,9 @@
 
 Messages are JSON objects; every call carries the job token. A call is retried
 while the service is unreachable (a chief restarting), for up to `retry_secs`.
+Reports go over the service's report line (elastic/report_line.py) where it
+has one and this process can reach it, else over gRPC; a report the line could
+not deliver is sent again over gRPC.
 """
 
 from __future__ import annotations
@@ -9,12 +12,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import threading
 import time
 from typing import Any
 
 import grpc
 
-from elastimator.elastic.service import KEEPALIVE_MS, METHODS, SERVICE, TOKEN_HEADER, ShardService
+from elastimator.elastic.report_line import ReportLine
+from elastimator.elastic.service import KEEPALIVE_MS, METHODS, SERVER_METHODS, SERVICE, TOKEN_HEADER, ShardService
 from elastimator.elastic.shards import Assigned, ShardingSpec, Drained, Failed, Finished, ShardServiceError, Wait
 
 logger = logging.getLogger("elastimator")
@@ -29,12 +34,22 @@ BEST_EFFORT_TIMEOUT_SECS = 5.0
 
 
 class _GrpcTransport:
-    """Calls a remote service: JSON over gRPC, retried while the service is unreachable."""
+    """Calls a remote service: JSON over gRPC, retried while the service is unreachable; reports over the
+    report line while it works."""
 
-    def __init__(self, address: str, token: str, timeout_secs: float, retry_secs: float):
+    def __init__(self, address: str, token: str, timeout_secs: float, retry_secs: float, worker: str,
+                 report_line: bool):
+        self._address = address
+        self._token = token
+        self._worker = worker
         self._timeout = timeout_secs
         self._retry_secs = retry_secs
         self._metadata = ((TOKEN_HEADER, token),)
+        self._line: ReportLine | None = None
+        self._line_wanted = report_line
+        """False once the line could not be opened: this process reaches the service over gRPC only."""
+        self._line_lock = threading.Lock()
+        self.line_reports = 0
         # Reconnect quickly when the service comes back with a restarted chief (gRPC's default backoff grows
         # to minutes): a worker must hear of the rewind before the chief restores the model.
         # Keepalive pings find a connection whose peer vanished while the network was cut (its closing never
@@ -42,9 +57,39 @@ class _GrpcTransport:
         self._channel = grpc.insecure_channel(address, options=[
             ("grpc.initial_reconnect_backoff_ms", 200), ("grpc.min_reconnect_backoff_ms", 200),
             ("grpc.max_reconnect_backoff_ms", 1000), *KEEPALIVE_OPTIONS])
-        self._calls = {m: self._channel.unary_unary(f"/{SERVICE}/{m}") for m in METHODS}
+        self._calls = {m: self._channel.unary_unary(f"/{SERVICE}/{m}") for m in METHODS + SERVER_METHODS}
 
     def __call__(self, method: str, request: dict) -> dict:
+        if method == "report" and self._line_wanted:
+            with self._line_lock:
+                line = self._line or self._open_line()
+                if line is not None:
+                    try:
+                        reply = line.report(request)
+                        self.line_reports += 1
+                        return reply
+                    except ConnectionError as e:
+                        # The service restarted (with the chief) or the network broke: gRPC waits for the service
+                        # to come back, and the next report asks for its line again.
+                        logger.info("%s; this report goes over gRPC.", e)
+                        self._line = None
+        return self._over_grpc(method, request)
+
+    def _open_line(self) -> ReportLine | None:
+        """The service's report line, or None (and gRPC from now on) where it has none or this process cannot
+        reach it."""
+        try:
+            port = self._over_grpc("report_line", {}).get("port")
+            if port is None:
+                raise ConnectionError(f"the shard service at {self._address} has no report line")
+            self._line = ReportLine(self._address.rpartition(":")[0], port, self._token, self._worker,
+                                    timeout_secs=self._timeout)
+        except (ConnectionError, ShardServiceError) as e:
+            logger.info("%s; this process reports over gRPC.", e)
+            self._line_wanted = False
+        return self._line
+
+    def _over_grpc(self, method: str, request: dict) -> dict:
         payload = json.dumps(request).encode("utf-8")
         once = method in BEST_EFFORT_METHODS
         deadline = time.monotonic() + (0.0 if once else self._retry_secs)
@@ -61,6 +106,9 @@ class _GrpcTransport:
                 time.sleep(0.5)
 
     def close(self) -> None:
+        with self._line_lock:
+            if self._line is not None:
+                self._line.close()
         self._channel.close()
 
 
@@ -72,6 +120,8 @@ class _InProcessTransport:
 
     def __call__(self, method: str, request: dict) -> dict:
         return self._service.handle(method, request)
+
+    line_reports = 0
 
     def close(self) -> None:
         pass
@@ -86,12 +136,12 @@ class ShardClient:
     """
 
     def __init__(self, address: str, token: str, worker: str, timeout_secs: float = 30.0,
-                 retry_secs: float = 120.0):
+                 retry_secs: float = 120.0, report_line: bool = True):
         self.worker = worker
         self.lease_floor: int | None = None
         """The lease floor of the service's latest reply (None before the first)."""
-        self._transport: _GrpcTransport | _InProcessTransport = _GrpcTransport(address, token, timeout_secs,
-                                                                               retry_secs)
+        self._transport: _GrpcTransport | _InProcessTransport = _GrpcTransport(
+            address, token, timeout_secs, retry_secs, worker, report_line)
 
     @classmethod
     def in_process(cls, service: ShardService, worker: str) -> "ShardClient":
@@ -107,6 +157,11 @@ class ShardClient:
         reply = self._transport(method, request)
         self.lease_floor = reply.get("lease_floor", self.lease_floor)
         return reply
+
+    @property
+    def reports_over_line(self) -> int:
+        """How many reports the service's report line delivered (the rest went over gRPC or in process)."""
+        return self._transport.line_reports
 
     def add_dataset(self, spec: ShardingSpec) -> None:
         self.call("add_dataset", dataset=dataclasses.asdict(spec))

@@ -53,6 +53,7 @@ ENV_TOKEN = "ELASTIMATOR_JOB_TOKEN"
 ENV_WORKER_TIMEOUT = "ELASTIMATOR_WORKER_TIMEOUT_SECS"
 ENV_STANDALONE = "ELASTIMATOR_SHARD_SERVICE_STANDALONE"
 ENV_LISTEN = "ELASTIMATOR_SHARD_SERVICE_LISTEN"
+ENV_REPORT_PORT = "ELASTIMATOR_SHARD_REPORT_PORT"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +68,9 @@ class ServiceConfig:
     """The service runs on its own (`elastimator shard-service`), not in the chief."""
     listen: str | None = None
     """host:port the chief binds (default: `address`), e.g. 0.0.0.0:2223 in a pod that others reach by name."""
+    report_port: int | None = 0
+    """The port of the service's report line (elastic/report_line.py) on the same host: 0 for any free one
+    (the service tells its workers which), None for none (reports go over gRPC)."""
 
     @staticmethod
     def token_from_env() -> str:
@@ -88,9 +92,20 @@ class ServiceConfig:
         standalone = os.environ.get(ENV_STANDALONE, "") not in ("", "0", "false", "False")
         listen = os.environ.get(ENV_LISTEN, "").strip() or None
         try:
-            return cls(address, token, float(timeout), standalone, listen)
+            timeout_secs = float(timeout)
         except ValueError:
             raise ReaderError(f"{ENV_WORKER_TIMEOUT} must be a number of seconds; got {timeout!r}.") from None
+        return cls(address, token, timeout_secs, standalone, listen, report_port_from(os.environ.get(ENV_REPORT_PORT)))
+
+
+def report_port_from(text: str | None) -> int | None:
+    """A report line port as the environment or the command line spells it: a number, or "off"."""
+    text = (text or "0").strip()
+    if text.lower() == "off":
+        return None
+    if text.isdigit() and int(text) < 65536:
+        return int(text)
+    raise ReaderError(f"{ENV_REPORT_PORT}: expected a port number (0 for any free one) or 'off'; got {text!r}.")
 
 
 class ShardFeed:

@@ -36,6 +36,7 @@ from typing import Callable
 import grpc
 
 from elastimator._validate import is_int
+from elastimator.elastic.report_line import ReportLineServer
 from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.shards import (
     Assigned,
@@ -279,6 +280,8 @@ class ShardService:
 
 METHODS = ("add_dataset", "request", "report", "bad_records", "release", "heartbeat", "leave", "fail_worker", "seal",
            "commit", "restore", "status", "open", "unheard")
+SERVER_METHODS = ("report_line",)
+"""Calls about the server rather than the book: `report_line` answers the report line's port (or None)."""
 
 
 KEEPALIVE_MS = 10_000
@@ -293,7 +296,13 @@ def _field(request: dict, name: str, kind: type):
 
 
 class ShardServer:
-    """Serves a ShardService over gRPC (JSON messages) and reaps silent workers.
+    """Serves a ShardService over gRPC (JSON messages) and a report line, and reaps silent workers.
+
+    Args:
+        service: The book and its locks.
+        host, port: Where gRPC listens; port 0 picks a free one.
+        report_port: Where the report line (elastic/report_line.py) listens on the same host: 0 picks a
+            free one, None serves reports over gRPC only.
 
     Example:
         >>> server = ShardServer(ShardService(token="s3cret")).start()
@@ -301,16 +310,18 @@ class ShardServer:
     """
 
     def __init__(self, service: ShardService, host: str = "127.0.0.1", port: int = 0, max_workers: int = 16,
-                 reap_every_secs: float = 1.0):
+                 reap_every_secs: float = 1.0, report_port: int | None = 0):
         self.service = service
         self._host, self._port = host, port
+        self._report_port = report_port
+        self.report_line: ReportLineServer | None = None
         self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), options=[
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_MS // 2),
             ("grpc.http2.max_ping_strikes", 0)])
         handlers = {
             method: grpc.unary_unary_rpc_method_handler(self._make_handler(method))
-            for method in METHODS
+            for method in METHODS + SERVER_METHODS
         }
         self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
         self._stop = threading.Event()
@@ -330,7 +341,10 @@ class ShardServer:
             except (ValueError, UnicodeDecodeError) as e:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request is not a JSON object: {e}")
             try:
-                reply = self.service.handle(method, request)
+                if method == "report_line":
+                    reply = {"port": self.report_line.port if self.report_line is not None else None}
+                else:
+                    reply = self.service.handle(method, request)
             except ShardServiceError as e:
                 code = grpc.StatusCode.NOT_FOUND if "unknown data set" in str(e) else grpc.StatusCode.FAILED_PRECONDITION
                 context.abort(code, str(e))
@@ -348,9 +362,19 @@ class ShardServer:
                                     "in use (or the address is not this machine's). Choose another --port, or 0 "
                                     "for any free one.")
         self.address = f"{self._host}:{port}"
+        if self._report_port is not None:
+            try:
+                self.report_line = ReportLineServer(self.service.handle, self.service.check_token, self._host,
+                                                    self._report_port).start()
+            except OSError as e:
+                self._server.stop(None)
+                raise ShardServiceError(f"the shard service's report line could not listen on {self._host}:"
+                                        f"{self._report_port}: {e}. Choose another report port, or 0 for any "
+                                        "free one.") from None
         self._server.start()
         threading.Thread(target=self._reap_loop, name="shard-reaper", daemon=True).start()
-        logger.info("Shard service listening on %s.", self.address)
+        logger.info("Shard service listening on %s%s.", self.address,
+                    f" (report line on port {self.report_line.port})" if self.report_line else "")
         return self
 
     def _reap_loop(self) -> None:
@@ -368,13 +392,15 @@ class ShardServer:
 
     def stop(self, grace: float | None = 1.0) -> None:
         self._stop.set()
+        if self.report_line is not None:
+            self.report_line.stop()
         self._server.stop(grace).wait()
 
 
 def serve(model_dir: str, token: str, host: str = "127.0.0.1", port: int = 0, worker_timeout_secs: float = 30.0,
-          keep_seals: int | None = 10) -> ShardServer:
+          keep_seals: int | None = 10, report_port: int | None = 0) -> ShardServer:
     """Starts a job's shard service, resumed from the seal of model_dir's newest checkpoint (if any)."""
     service = ShardService(token, SealStore(model_dir, keep=keep_seals), worker_timeout_secs=worker_timeout_secs)
     latest = checkpoints.latest_checkpoint(model_dir)
     service.resume(checkpoints.step_of_path(latest) if latest else None)
-    return ShardServer(service, host=host, port=port).start()
+    return ShardServer(service, host=host, port=port, report_port=report_port).start()

@@ -137,7 +137,7 @@ def _elastic(conf: JobConf, config: RunConfig, service: ServiceConfig) -> _Elast
     if config.is_chief and not service.standalone:
         host, _, port = (service.listen or service.address).rpartition(":")
         server = serve(config.model_dir, service.token, host, int(port), service.worker_timeout_secs,
-                       keep_seals=conf.keep_checkpoint_max or None)
+                       keep_seals=conf.keep_checkpoint_max or None, report_port=service.report_port)
     worker = f"{config.task_type}-{config.task_id}"
     if server is not None:
         client = ShardClient.in_process(server.service, worker)

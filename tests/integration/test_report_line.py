@@ -1,0 +1,145 @@
+"""The report line over real loopback sockets: reports travel it, anything else is refused, and a report
+it could not deliver goes over gRPC and still counts once."""
+
+import json
+import socket
+import struct
+import threading
+
+import pytest
+
+from elastimator.elastic.client import ShardClient
+from elastimator.elastic.report_line import MAX_FRAME_BYTES
+from elastimator.elastic.service import ShardServer, ShardService
+from elastimator.elastic.shards import ShardServiceError
+
+pytestmark = pytest.mark.integration
+TOKEN = "job-token-123"
+
+
+@pytest.fixture
+def server():
+    server = ShardServer(ShardService(TOKEN)).start()
+    server.service.handle("add_dataset", {"dataset": {"name": "train", "size": 100, "shard_size": 10}})
+    yield server
+    server.stop()
+
+
+def _line_to(server, hello: dict | None = None) -> tuple[socket.socket, object]:
+    sock = socket.create_connection(("127.0.0.1", server.report_line.port), timeout=5)
+    if hello is not None:
+        _send(sock, hello)
+    return sock, sock.makefile("rb")
+
+
+def _send(sock, message) -> None:
+    body = json.dumps(message).encode()
+    sock.sendall(struct.pack(">I", len(body)) + body)
+
+
+def _read(stream) -> dict | None:
+    head = stream.read(4)
+    if len(head) < 4:
+        return None  # closed
+    return json.loads(stream.read(struct.unpack(">I", head)[0]))
+
+
+def test_reports_travel_the_line_and_count(server):
+    client = ShardClient(server.address, TOKEN, worker="w0")
+    shard = client.request("train")
+    for offset in range(shard.start, shard.end, 2):
+        client.report("train", shard.shard_id, 2, lease=shard.lease, offset=offset)
+    assert server.report_line.answered == client.reports_over_line == 5
+    assert client.status("train")["trained_records"] == 10
+    assert client.lease_floor is not None  # the line's replies carry the floor as gRPC's do
+
+
+def test_the_line_refuses_a_wrong_token_other_calls_and_garbage(server):
+    sock, stream = _line_to(server, {"token": "wrong", "worker": "w0"})
+    assert "UNAUTHENTICATED" in _read(stream)["error"]
+    assert _read(stream) is None  # and closes
+
+    sock, stream = _line_to(server, {"token": TOKEN, "worker": "w0"})
+    assert _read(stream) == {}
+    _send(sock, {"method": "fail_worker", "failed_worker": "w1"})
+    assert "takes 'report' calls only" in _read(stream)["error"]
+    _send(sock, {"method": "report", "dataset": "train", "worker": "w0", "shard_id": 0, "consumed": 1,
+                 "offset": 0})
+    assert "FAILED_PRECONDITION" in _read(stream)["error"]  # w0 holds no shard: the book's own refusal
+    sock.sendall(struct.pack(">I", MAX_FRAME_BYTES + 1))
+    assert _read(stream) is None  # not a frame of ours: closed
+
+    sock, stream = _line_to(server, {"token": TOKEN})
+    assert _read(stream) == {}
+    sock.sendall(struct.pack(">I", 3) + b"[1]")
+    assert _read(stream) is None
+
+    client = ShardClient(server.address, TOKEN, worker="w0")  # the server still serves everyone else
+    shard = client.request("train")
+    client.report("train", shard.shard_id, 1, lease=shard.lease, offset=shard.start)
+    assert client.status("train")["trained_records"] == 1
+
+
+def test_a_report_whose_reply_the_line_lost_is_sent_over_grpc_and_counts_once(server):
+    """A proxy in front of the line passes each report on and then cuts the connection instead of passing
+    the service's reply back: the report reached the book, the worker cannot know it, and sends it again."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    target = server.report_line.port
+    server.report_line.port = listener.getsockname()[1]  # what the service announces: the proxy
+    cuts = []
+
+    def proxy():
+        while True:
+            try:
+                worker_side, _ = listener.accept()
+            except OSError:
+                return
+            service_side = socket.create_connection(("127.0.0.1", target))
+            worker_in, service_in = worker_side.makefile("rb"), service_side.makefile("rb")
+            _send(service_side, _read(worker_in))  # hello
+            _send(worker_side, _read(service_in))
+            _send(service_side, _read(worker_in))  # the report ...
+            _read(service_in)  # ... reaches the book, and its reply is lost
+            cuts.append(1)
+            for side in (worker_side, service_side):
+                side.shutdown(socket.SHUT_RDWR)  # the file objects would keep a bare close() from closing
+                side.close()
+
+    threading.Thread(target=proxy, daemon=True).start()
+    try:
+        client = ShardClient(server.address, TOKEN, worker="w0")
+        shard = client.request("train")
+        client.report("train", shard.shard_id, 3, lease=shard.lease, offset=shard.start)
+        assert cuts == [1] and client.status("train")["trained_records"] == 3  # once, not twice
+        client.report("train", shard.shard_id, 3, lease=shard.lease, offset=shard.start + 3)  # a new line
+        assert cuts == [1, 1] and client.status("train")["trained_records"] == 6
+    finally:
+        listener.close()
+
+
+def test_reports_go_over_grpc_where_the_line_is_off_or_out_of_reach(server):
+    without = ShardServer(ShardService(TOKEN), report_port=None).start()
+    try:
+        assert without.report_line is None
+        without.service.handle("add_dataset", {"dataset": {"name": "train", "size": 10, "shard_size": 10}})
+        client = ShardClient(without.address, TOKEN, worker="w0")
+        shard = client.request("train")
+        client.report("train", shard.shard_id, 4, lease=shard.lease, offset=shard.start)
+        assert client.status("train")["trained_records"] == 4 and client.reports_over_line == 0
+    finally:
+        without.stop()
+
+    server.report_line.stop()  # announced, but nothing listens there
+    client = ShardClient(server.address, TOKEN, worker="w0")
+    shard = client.request("train")
+    client.report("train", shard.shard_id, 4, lease=shard.lease, offset=shard.start)
+    assert client.status("train")["trained_records"] == 4
+    with pytest.raises(ShardServiceError, match="FAILED_PRECONDITION: worker 'w9' reported shard"):
+        ShardClient(server.address, TOKEN, worker="w9").report("train", shard.shard_id, 1, offset=shard.start)
+
+
+def test_the_report_line_listens_on_loopback_and_a_taken_port_is_a_clear_error(server):
+    assert server.report_line._listener.getsockname()[0] == "127.0.0.1"  # pylint: disable=protected-access
+    with pytest.raises(ShardServiceError, match=f"report line could not listen on 127.0.0.1:{server.report_line.port}"
+                                                ".*Choose another report port"):
+        ShardServer(ShardService(TOKEN), report_port=server.report_line.port).start()
