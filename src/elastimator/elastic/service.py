@@ -2,7 +2,9 @@
 
 Messages are JSON objects (never pickle). Every call carries the job token in
 the `x-elastimator-token` metadata; a wrong or missing token is refused with
-UNAUTHENTICATED. By default the server listens on 127.0.0.1 only.
+UNAUTHENTICATED. By default the server listens on 127.0.0.1 only. Workers' reports,
+one per training step, may instead take the report line (`elastic/report_line.py`)
+on the same host, which checks the same token.
 
 Workers also heartbeat; a worker silent for `worker_timeout_secs` is treated as
 failed and its shards go back (from what it reported) to the queue.
