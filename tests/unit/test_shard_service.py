@@ -127,6 +127,6 @@ def test_the_report_line_port_is_a_number_or_off(text, port):
 
 
 def test_a_report_line_port_that_is_neither_is_a_clear_error():
-    with pytest.raises(ReaderError, match="ELASTIMATOR_SHARD_REPORT_PORT: expected a port number .* or 'off'; "
-                                          "got 'no'"):
+    with pytest.raises(ReaderError, match=r"ELASTIMATOR_SHARD_REPORT_PORT \(or --report-port\): expected a port "
+                                          r"number .* or 'off'; got 'no'"):
         report_port_from("no")

@@ -105,7 +105,8 @@ def report_port_from(text: str | None) -> int | None:
         return None
     if text.isdigit() and int(text) < 65536:
         return int(text)
-    raise ReaderError(f"{ENV_REPORT_PORT}: expected a port number (0 for any free one) or 'off'; got {text!r}.")
+    raise ReaderError(f"{ENV_REPORT_PORT} (or --report-port): expected a port number (0 for any free one) or "
+                      f"'off'; got {text!r}.")
 
 
 class ShardFeed:
