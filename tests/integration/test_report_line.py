@@ -9,6 +9,7 @@ import threading
 import pytest
 
 from elastimator.elastic.client import ShardClient
+from elastimator.elastic import report_line
 from elastimator.elastic.report_line import MAX_FRAME_BYTES
 from elastimator.elastic.service import ShardServer, ShardService
 from elastimator.elastic.shards import ShardServiceError
@@ -136,6 +137,19 @@ def test_reports_go_over_grpc_where_the_line_is_off_or_out_of_reach(server):
     assert client.status("train")["trained_records"] == 4
     with pytest.raises(ShardServiceError, match="FAILED_PRECONDITION: worker 'w9' reported shard"):
         ShardClient(server.address, TOKEN, worker="w9").report("train", shard.shard_id, 1, offset=shard.start)
+
+
+def test_connections_past_the_limit_are_closed_and_their_reports_go_over_grpc(server, monkeypatch):
+    monkeypatch.setattr(report_line, "MAX_CONNECTIONS", 2)
+    silent = [_line_to(server) for _ in range(2)]  # connected, no hello yet: each holds a slot
+    _, stream = _line_to(server)
+    assert _read(stream) is None  # closed at once
+    client = ShardClient(server.address, TOKEN, worker="w0")
+    shard = client.request("train")
+    client.report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start)
+    assert client.status("train")["trained_records"] == 2 and client.reports_over_line == 0
+    for sock, _ in silent:
+        sock.close()
 
 
 def test_the_report_line_listens_on_loopback_and_a_taken_port_is_a_clear_error(server):

@@ -24,13 +24,17 @@ from elastimator.elastic.shards import Assigned, ShardingSpec, Drained, Failed, 
 
 logger = logging.getLogger("elastimator")
 
-KEEPALIVE_OPTIONS = (("grpc.keepalive_time_ms", KEEPALIVE_MS), ("grpc.keepalive_timeout_ms", 5_000),
+KEEPALIVE_TIMEOUT_MS = 5_000
+KEEPALIVE_OPTIONS = (("grpc.keepalive_time_ms", KEEPALIVE_MS), ("grpc.keepalive_timeout_ms", KEEPALIVE_TIMEOUT_MS),
                      ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0))
 """Clients ping every 10 s and drop a connection that does not answer within 5 s; the server allows it."""
 
 BEST_EFFORT_METHODS = frozenset({"leave"})
 """Tried once, briefly: a process on its way out must not wait for a service that may be stopping too."""
 BEST_EFFORT_TIMEOUT_SECS = 5.0
+LINE_TIMEOUT_SECS = (KEEPALIVE_MS + KEEPALIVE_TIMEOUT_MS) / 1000
+"""A report line silent this long is given up, and the report goes over gRPC: as long as gRPC's keepalive
+takes to find a peer gone (a cut network). A reply normally takes under a millisecond."""
 
 
 class _GrpcTransport:
@@ -83,7 +87,7 @@ class _GrpcTransport:
             if port is None:
                 raise ConnectionError(f"the shard service at {self._address} has no report line")
             self._line = ReportLine(self._address.rpartition(":")[0], port, self._token, self._worker,
-                                    timeout_secs=self._timeout)
+                                    timeout_secs=min(self._timeout, LINE_TIMEOUT_SECS))
         except (ConnectionError, ShardServiceError) as e:
             logger.info("%s; this process reports over gRPC.", e)
             self._line_wanted = False

@@ -32,6 +32,8 @@ MAX_FRAME_BYTES = 1 << 20
 """A report is some 150 bytes; anything this large is not one of ours."""
 HELLO_TIMEOUT_SECS = 10.0
 """An unauthenticated connection that says nothing this long is dropped."""
+MAX_CONNECTIONS = 1024
+"""One per worker; past this many at once, new connections are closed (their reports go over gRPC)."""
 _LENGTH = struct.Struct(">I")
 
 
@@ -108,6 +110,11 @@ class ReportLineServer:
                 if self._stopped:
                     _close(connection)
                     return
+                if len(self._connections) >= MAX_CONNECTIONS:
+                    logger.warning("The report line has %d connections open; closing one more from %s.",
+                                   MAX_CONNECTIONS, _peer(connection))
+                    _close(connection)
+                    continue
                 self._connections.add(connection)
             threading.Thread(target=self._serve, args=(connection,), name="report-line", daemon=True).start()
 
