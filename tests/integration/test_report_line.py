@@ -67,6 +67,8 @@ def test_the_line_refuses_a_wrong_token_other_calls_and_garbage(server):
     _send(sock, {"method": "report", "dataset": "train", "worker": "w0", "shard_id": 0, "consumed": 1,
                  "offset": 0})
     assert "FAILED_PRECONDITION" in _read(stream)["error"]  # w0 holds no shard: the book's own refusal
+    _send(sock, {"method": "report", "dataset": "eval", "worker": "w0", "shard_id": 0, "consumed": 1, "offset": 0})
+    assert _read(stream)["error"].startswith("NOT_FOUND: unknown data set 'eval'")  # as gRPC answers it
     sock.sendall(struct.pack(">I", MAX_FRAME_BYTES + 1))
     assert _read(stream) is None  # not a frame of ours: closed
 

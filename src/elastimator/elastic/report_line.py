@@ -24,7 +24,7 @@ import struct
 import threading
 from typing import Callable
 
-from elastimator.elastic.shards import ShardServiceError
+from elastimator.elastic.shards import TOKEN_REFUSED, ShardServiceError
 
 logger = logging.getLogger("elastimator")
 
@@ -128,8 +128,7 @@ class ReportLineServer:
             hello = read_frame(stream)
             token, peer = hello.get("token"), hello.get("worker") or _peer(connection)
             if not isinstance(token, str) or not self._check_token(token):
-                send_frame(connection, {"error": "UNAUTHENTICATED: missing or wrong job token; pass the job's "
-                                                 "token (ELASTIMATOR_JOB_TOKEN)."})
+                send_frame(connection, {"error": f"UNAUTHENTICATED: {TOKEN_REFUSED}"})
                 return
             send_frame(connection, {})
             connection.settimeout(None)
@@ -153,7 +152,7 @@ class ReportLineServer:
         try:
             return self._handle("report", request)
         except ShardServiceError as e:
-            return {"error": f"FAILED_PRECONDITION: {e}"}
+            return {"error": f"{e.status}: {e}"}
 
 
 class ReportLine:
@@ -172,9 +171,15 @@ class ReportLine:
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
             self._stream = self._sock.makefile("rb")
-            self._exchange({"token": token, "worker": worker})
         except OSError as e:
             raise ConnectionError(f"no report line to {host}:{port}: {e}") from None
+        try:
+            self._exchange({"token": token, "worker": worker})
+        except ConnectionError as e:  # already closed
+            raise ConnectionError(f"no report line to {host}:{port}: {e}") from None
+        except ShardServiceError:  # the token refused: the server has closed its end
+            self.close()
+            raise
 
     def report(self, request: dict) -> dict:
         return self._exchange({"method": "report", **request})

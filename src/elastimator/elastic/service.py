@@ -48,6 +48,7 @@ from elastimator.elastic.shards import (
     Finished,
     ShardBook,
     ShardServiceError,
+    TOKEN_REFUSED,
 )
 from elastimator.estimator import checkpoints
 
@@ -334,8 +335,7 @@ class ShardServer:
         def handle(raw: bytes, context: grpc.ServicerContext) -> bytes:
             token = dict(context.invocation_metadata()).get(TOKEN_HEADER)
             if not self.service.check_token(token):
-                context.abort(grpc.StatusCode.UNAUTHENTICATED,
-                              "missing or wrong job token; pass the job's token (ELASTIMATOR_JOB_TOKEN).")
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, TOKEN_REFUSED)
             try:
                 request = json.loads(raw.decode("utf-8"))
                 if not isinstance(request, dict):
@@ -348,8 +348,7 @@ class ShardServer:
                 else:
                     reply = self.service.handle(method, request)
             except ShardServiceError as e:
-                code = grpc.StatusCode.NOT_FOUND if "unknown data set" in str(e) else grpc.StatusCode.FAILED_PRECONDITION
-                context.abort(code, str(e))
+                context.abort(getattr(grpc.StatusCode, e.status), str(e))
             return json.dumps(reply).encode("utf-8")
 
         return handle

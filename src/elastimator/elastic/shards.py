@@ -47,6 +47,16 @@ _STATE_VERSION = 2
 class ShardServiceError(ElastimatorError, ValueError):
     """A request the shard book cannot honour (unknown data set, foreign shard, ...)."""
 
+    @property
+    def status(self) -> str:
+        """The gRPC status name a transport answers it with: NOT_FOUND for an unknown data set, else
+        FAILED_PRECONDITION."""
+        return "NOT_FOUND" if "unknown data set" in str(self) else "FAILED_PRECONDITION"
+
+
+TOKEN_REFUSED = "missing or wrong job token; pass the job's token (ELASTIMATOR_JOB_TOKEN)."
+"""What every transport of the shard service answers (as UNAUTHENTICATED) to a call without the job's token."""
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ShardingSpec:
