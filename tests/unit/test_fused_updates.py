@@ -73,3 +73,21 @@ def test_the_patch_is_gone_after_the_model_is_built(tmp_path):
 def test_fuse_sparse_updates_is_validated():
     with pytest.raises(est.ConfigError, match="fuse_sparse_updates must be a bool"):
         est.RunConfig(fuse_sparse_updates="yes")
+
+
+@pytest.mark.parametrize("shape, dtype, index_dtype", [
+    ((ROWS, DIM), tf.float32, tf.int64),
+    ((ROWS,), tf.float64, tf.int32),
+    ((ROWS, 2, 3), tf.bfloat16, tf.int64),
+])
+def test_rows_are_summed_exactly_as_unsorted_segment_sum(shape, dtype, index_dtype):
+    from elastimator.estimator.fused_updates import _sum_rows
+
+    rng = np.random.RandomState(1)
+    indices = tf.constant(rng.randint(0, ROWS, size=300), index_dtype)  # about six of each row
+    grad = tf.cast(tf.constant(rng.normal(size=(300,) + shape[1:])), dtype)
+    with tf.device("/CPU:0"):
+        summed = _sum_rows(grad, indices, ROWS, "/device:CPU:0")
+    expected = tf.math.unsorted_segment_sum(grad, indices, ROWS)
+    assert summed.shape == expected.shape == shape
+    np.testing.assert_array_equal(tf.cast(summed, tf.float64).numpy(), tf.cast(expected, tf.float64).numpy())

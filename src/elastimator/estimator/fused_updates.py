@@ -8,13 +8,19 @@ the full table. That is the cost that dominates CTR models on CPU, and the
 scatters behind it got slower in TensorFlow 2.16+.
 
 Those semantics are dense (every row's moments decay, every row moves), so the
-same update can be done as: sum the rows into a dense gradient
-(`unsorted_segment_sum`, the same sum the duplicate-summing step did) and apply
-it with the fused `ResourceApplyAdam` kernel that v1 Adam already uses for
-dense gradients. The arithmetic per element is the same; only the number of
-passes over memory changes. The sum runs on the variable's device (the
-optimizer colocates updates with variables), so a parameter server still
-receives the sparse rows only.
+same update can be done as: sum the rows into a dense gradient (the same sum
+the duplicate-summing step did) and apply it with the fused `ResourceApplyAdam`
+kernel that v1 Adam already uses for dense gradients. The arithmetic per
+element is the same; only the number of passes over memory changes. The sum
+runs on the variable's device (the optimizer colocates updates with
+variables), so a parameter server still receives the sparse rows only.
+
+On CPU the sum is a sparse-dense product, `onehot(indices)^T @ rows`, which
+adds each row into its output row in one pass over the batch, in batch order,
+so it equals `unsorted_segment_sum` bit for bit. `unsorted_segment_sum`'s CPU
+kernel splits the table's rows among threads and has every thread scan the
+whole batch: on the frameworks benchmark's 260,000-row tables that cost about
+1.5 ms more CPU per step of 10. Other devices keep `unsorted_segment_sum`.
 
 `fused_sparse_adam()` swaps this in while a model_fn builds its graph;
 `RunConfig(fuse_sparse_updates=False)` keeps TensorFlow's own path.
@@ -39,8 +45,30 @@ def _apply_rows_densely(optimizer, grad: tf.Tensor, handle, indices: tf.Tensor) 
         # A subclass with its own update rule (a lazy Adam, say) keeps it.
         return _PATCH.original(optimizer, grad, handle, indices)
     rows = handle.shape[0] if handle.shape.rank and handle.shape[0] is not None else tf.shape(handle)[0]
-    dense = tf.math.unsorted_segment_sum(grad, indices, num_segments=rows)
-    return optimizer._resource_apply_dense(dense, handle)  # pylint: disable=protected-access
+    return optimizer._resource_apply_dense(_sum_rows(grad, indices, rows, handle.device), handle)  # pylint: disable=protected-access
+
+
+def _sum_rows(grad: tf.Tensor, indices: tf.Tensor, rows, device: str) -> tf.Tensor:
+    """`unsorted_segment_sum(grad, indices, rows)`, as a sparse-dense product where the sum runs on a CPU."""
+    if not _on_cpu(device):
+        return tf.math.unsorted_segment_sum(grad, indices, num_segments=rows)
+    count = tf.shape(indices, out_type=tf.int64)[0]
+    flat = tf.reshape(grad, tf.stack([count, -1]))
+    # Row i of the batch is entry (i, indices[i]) of a [count, rows] one-hot matrix; its transpose times the
+    # batch adds every row into its table row.
+    onehot = tf.stack([tf.range(count), tf.cast(indices, tf.int64)], axis=1)
+    summed = tf.raw_ops.SparseTensorDenseMatMul(
+        a_indices=onehot, a_values=tf.ones(tf.reshape(count, [1]), grad.dtype),
+        a_shape=tf.stack([count, tf.cast(rows, tf.int64)]), b=flat, adjoint_a=True)
+    return tf.reshape(summed, tf.concat([[tf.cast(rows, tf.int32)], tf.shape(grad)[1:]], axis=0))
+
+
+def _on_cpu(device: str) -> bool:
+    """Whether a variable placed on `device` (maybe unspecified) lives on a CPU."""
+    kind = tf.DeviceSpec.from_string(device or "").device_type
+    if kind:
+        return kind.upper() == "CPU"
+    return not tf.config.list_physical_devices("GPU")
 
 
 _PATCH = ScopedAttribute(_ADAM, "_resource_apply_sparse_duplicate_indices", _apply_rows_densely)
