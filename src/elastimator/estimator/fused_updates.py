@@ -56,9 +56,9 @@ def _sum_rows(grad: tf.Tensor, indices: tf.Tensor, rows, device: str) -> tf.Tens
     flat = tf.reshape(grad, tf.stack([count, -1]))
     # Row i of the batch is entry (i, indices[i]) of a [count, rows] one-hot matrix; its transpose times the
     # batch adds every row into its table row.
-    onehot = tf.stack([tf.range(count), tf.cast(indices, tf.int64)], axis=1)
+    onehot_indices = tf.stack([tf.range(count), tf.cast(indices, tf.int64)], axis=1)
     summed = tf.raw_ops.SparseTensorDenseMatMul(
-        a_indices=onehot, a_values=tf.ones(tf.reshape(count, [1]), grad.dtype),
+        a_indices=onehot_indices, a_values=tf.ones(tf.reshape(count, [1]), grad.dtype),
         a_shape=tf.stack([count, tf.cast(rows, tf.int64)]), b=flat, adjoint_a=True)
     return tf.reshape(summed, tf.concat([[tf.cast(rows, tf.int32)], tf.shape(grad)[1:]], axis=0))
 
