@@ -143,14 +143,17 @@ def test_reports_go_over_grpc_where_the_line_is_off_or_out_of_reach(server):
 
 def test_connections_past_the_limit_are_closed_and_their_reports_go_over_grpc(server, monkeypatch):
     monkeypatch.setattr(report_line, "MAX_CONNECTIONS", 2)
-    silent = [_line_to(server) for _ in range(2)]  # connected, no hello yet: each holds a slot
+    # Authenticated lines hold their slots for as long as they are open (a line without a hello would lose its
+    # slot after HELLO_TIMEOUT_SECS, which a slow machine could reach before the client below connects).
+    held = [_line_to(server, {"token": TOKEN, "worker": f"held{i}"}) for i in range(2)]
+    assert [_read(stream) for _, stream in held] == [{}, {}]
     _, stream = _line_to(server)
     assert _read(stream) is None  # closed at once
     client = ShardClient(server.address, TOKEN, worker="w0")
     shard = client.request("train")
     client.report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start)
     assert client.status("train")["trained_records"] == 2 and client.reports_over_line == 0
-    for sock, _ in silent:
+    for sock, _ in held:
         sock.close()
 
 
