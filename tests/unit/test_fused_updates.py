@@ -91,3 +91,37 @@ def test_rows_are_summed_exactly_as_unsorted_segment_sum(shape, dtype, index_dty
     expected = tf.math.unsorted_segment_sum(grad, indices, ROWS)
     assert summed.shape == expected.shape == shape
     np.testing.assert_array_equal(tf.cast(summed, tf.float64).numpy(), tf.cast(expected, tf.float64).numpy())
+
+
+def _update_allocations(in_place: bool, monkeypatch) -> int:
+    """Bytes the table's update ops allocate in one traced training step, after two untraced ones."""
+    from elastimator.estimator import fused_updates
+
+    if not in_place:
+        monkeypatch.setattr(fused_updates, "_in_place", lambda variable, after: [])
+    with tf.Graph().as_default(), fused_updates.fused_sparse_adam():
+        table = tf.compat.v1.get_variable("table", [ROWS, DIM], initializer=tf.compat.v1.ones_initializer())
+        ids = tf.compat.v1.placeholder_with_default(tf.constant([1, 2, 2, 7]), [None])  # nothing to fold away
+        loss = tf.reduce_sum(tf.square(tf.nn.embedding_lookup(table, ids)))
+        train_op = tf.compat.v1.train.AdamOptimizer(0.1).minimize(loss)
+        update_names = {op.name for op in tf.compat.v1.get_default_graph().get_operations()
+                        if op.name.startswith("Adam/update_table/")}
+        assert update_names, "the graph has no update ops for the table"
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(train_op)
+            session.run(train_op)
+            metadata = tf.compat.v1.RunMetadata()
+            session.run(train_op, options=tf.compat.v1.RunOptions(trace_level=tf.compat.v1.RunOptions.FULL_TRACE),
+                        run_metadata=metadata)
+    return sum(memory.total_bytes for device in metadata.step_stats.dev_stats for node in device.node_stats
+               if node.node_name in update_names for memory in node.memory)
+
+
+def test_the_adam_kernel_updates_a_looked_up_table_in_place(monkeypatch):
+    table_bytes = ROWS * DIM * 4
+    # The lookup leaves the table in copy-on-read mode; without switching it off, each update copies the table.
+    assert _update_allocations(in_place=False, monkeypatch=monkeypatch) >= 2 * table_bytes
+    monkeypatch.undo()
+    # In place, the only table-sized buffer is the dense gradient the sum produces.
+    assert _update_allocations(in_place=True, monkeypatch=monkeypatch) < 2 * table_bytes
