@@ -79,7 +79,8 @@ def _table_update(name: str, batch_size: int) -> tuple[tf.Graph, tf.Operation]:
             offsets = tf.range(deepfm.NUM_SPARSE, dtype=tf.int64) * deepfm.BUCKETS
             ids = tf.random.stateless_uniform(ids_shape, seed, maxval=deepfm.BUCKETS, dtype=tf.int64) + offsets
             weights = tf.random.stateless_normal(ids_shape + [deepfm.EMBEDDING], seed)
-            loss = tf.reduce_sum(tf.nn.embedding_lookup(table, ids) * weights)
+            # Squared, so the gradient needs the looked-up rows and the lookup runs, as it does in training.
+            loss = tf.reduce_sum(tf.square(tf.nn.embedding_lookup(table, ids)) * weights)
             update = tf.group(tf.compat.v1.train.AdamOptimizer(1e-3).minimize(loss, var_list=[table]),
                               step.assign_add(1))
     finally:
