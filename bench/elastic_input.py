@@ -2,8 +2,8 @@
 shard service, every batch reported after the step that trained it.
 
 Five trainers, each training its own copy of the model in a process of its own, taking turns of `--steps`
-steps (timing.RoundRobin), so that all are timed under the same machine conditions and none is charged for
-what another sets for its whole process:
+steps (timing.RoundRobin, in a fresh order each cycle), so that all are timed under the same machine
+conditions and none is charged for what another sets for its whole process:
   file_reader        the plain FileReader pipeline (no service)
   elastic            the service in the training process, as the chief (or a local job) hosts it
   elastic_remote     the service in another process (`elastimator shard-service`), as every worker but the
@@ -14,7 +14,7 @@ The remote services run on the same cores as the trainers, as a local cluster's 
 Each of `--rounds` rounds starts fresh processes (a process's own speed varies by a few percent, and a
 round's cost by about 5 points); the figures are the medians of the rounds' costs.
 
-Run:  python bench/elastic_input.py [--rows 200000] [--steps 50] [--runs 10] [--rounds 5]
+Run:  python bench/elastic_input.py [--rows 200000] [--steps 50] [--runs 10] [--rounds 9]
       (--runs: timed turns per trainer and round)
 Results go to bench/results/elastic_input.{json,md}.
 """
@@ -109,11 +109,12 @@ def train(kind: str, turn_hook, path: str, args, steps: int, epochs: int, tmp: s
         estimator.train(input_fn, hooks=[*hooks, turn_hook], steps=steps)
 
 
-def race(path: str, args) -> RoundRobin:
+def race(path: str, args, seed: int) -> RoundRobin:
     """Trains one model per input, each in its own process, in turns; returns the timed turns."""
     # The turn hook acts on every call, so each input runs one step per call, as the elastic feed always does:
-    # the figure is the input's cost alone.
-    robin = RoundRobin(INPUTS, steps=args.steps, warmup=args.warmup)
+    # the figure is the input's cost alone. The turns go in a fresh order each cycle: in a fixed one, the plain
+    # pipeline's two copies measured apart by 0 to 5% in every run, always the same way.
+    robin = RoundRobin(INPUTS, steps=args.steps, warmup=args.warmup, seed=seed)
     steps = args.warmup + args.runs * args.steps
     epochs = math.ceil(steps * args.batch_size / args.rows) + 1
     with tempfile.TemporaryDirectory() as tmp:
@@ -124,7 +125,7 @@ def race(path: str, args) -> RoundRobin:
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=9)
     add_timed_run_arguments(parser)
     parser.set_defaults(steps=50, runs=10)
     args = parser.parse_args(argv)
@@ -132,8 +133,8 @@ def main(argv=None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "criteo.tsv")
         generate_data.generate(path, args.rows)
-        for _ in range(args.rounds):
-            robin = race(path, args)
+        for round_ in range(args.rounds):
+            robin = race(path, args, seed=round_)
             rates = {kind: robin.rate(kind, args.batch_size) for kind in INPUTS}
             rounds.append({"train_examples_per_sec": rates,
                            "cost": {kind: 1 - rates[kind] / rates["file_reader"] for kind in COMPARED}})
@@ -152,8 +153,8 @@ def main(argv=None) -> dict:
     markdown = (
         f"# Elastic input vs a plain FileReader\n\nDeepFM-like model on a Criteo-shaped file ({args.rows} "
         f"rows), batch {args.batch_size}. Each trainer runs in a process of its own; they train in turns of "
-        f"{args.steps} steps, {args.runs} timed turns each after {args.warmup} warm-up steps, so that all see the "
-        f"same machine conditions; each of {args.rounds} rounds starts fresh processes. `file_reader_again` is "
+        f"{args.steps} steps, {args.runs} timed turns each after {args.warmup} warm-up steps, in a fresh random "
+        f"order each cycle, so that all see the same machine conditions; each of {args.rounds} rounds starts fresh processes. `file_reader_again` is "
         f"the plain pipeline again: its cost is the measurement's noise. Machine: {result['machine']}.\n\n"
         + header + rows
         + f"\n**Throughput cost of elastic input (median of the rounds): {cost['elastic']:.1%}** with the service "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import random
 import time
 import traceback
 
@@ -36,11 +37,16 @@ class RoundRobin:
     with `hook`; this process hands out the turns and keeps the timings. (Threads of one process would share
     its allocator, thread pools and whatever a contender sets for its whole process, e.g. the mmap threshold
     TensorFlow's from_generator pins: a cost one contender causes would be charged to all of them.)
+
+    With `seed`, each cycle of turns goes in a fresh random order: in a fixed order a trainer always follows the
+    same one, and whatever that one leaves running as its turn ends (threads, another process's work) is
+    charged to the same neighbour every time.
     """
 
-    def __init__(self, names, steps: int, warmup: int):
+    def __init__(self, names, steps: int, warmup: int, seed: int | None = None):
         self.names = list(names)
         self._steps, self._warmup = steps, warmup
+        self._order = random.Random(seed) if seed is not None else None
         self.turns: dict[str, list[tuple[int, float]]] = {name: [] for name in self.names}
         """Per trainer, (steps, seconds) of each timed turn."""
 
@@ -58,7 +64,10 @@ class RoundRobin:
         try:
             waiting = {name for name in self.names if self._receive(name, links, processes) == "take"}
             while waiting:
-                for name in [n for n in self.names if n in waiting]:
+                cycle = [n for n in self.names if n in waiting]
+                if self._order is not None:
+                    self._order.shuffle(cycle)
+                for name in cycle:
                     links[name].send("go")
                     message = self._receive(name, links, processes)
                     if message[0] == "turn":
