@@ -158,7 +158,7 @@ def test_batches_of_a_lease_taken_back_while_they_waited_are_not_trained(server,
         estimator.train(DataSetInput(spec, feed=feed), hooks=[ShardReportHook.step_hook(feed), *hooks])
     trained = estimator.get_variable_value("trained")
     assert rewind.before.sum() == 5 * steps_per_execution  # the first call's batches, trained before the rewind
-    assert (trained == 1 + rewind.before).all()  # those once more after it, every other record once
+    assert (trained == 1 + rewind.before).all(), (trained, rewind.before)  # those once more after it, every other record once
 
 
 @pytest.mark.slow
@@ -255,3 +255,21 @@ def test_an_input_re_created_with_its_session_gets_back_what_the_old_one_held(se
     with pytest.raises(StopIteration):
         next(old)  # a newer iterator runs: the old one stops, and gives back anything it was handed meanwhile
     assert server.service.book.status("train")["doing_shards"] == 2 and not server.service.book.holds("w1")
+
+
+def test_a_malformed_record_of_an_elastic_input_is_named_by_its_file_and_line(tmp_path):
+    """The elastic input reads a shard's batch as one block of text; where each record is (file, line, headers
+    counted) is worked out from the batch's range, for the bad records' messages."""
+    (tmp_path / "a.csv").write_text("id,label\n" + "".join(f"{i},0\n" if i != 7 else "7,0,0\n" for i in range(20)))
+    (tmp_path / "b.csv").write_text("".join(f"{i},0\n" if i != 27 else "27\n" for i in range(20, 40)))
+    columns = (Column.create("id", "int"), Column.create("label", "int", is_label=True))
+    spec = DataSetSpec(reader=FileReader(str(tmp_path / "*.csv")), columns=columns, batch_size=5, max_bad_records=5)
+    feed = ShardFeed(ShardClient.in_process(ShardService(TOKEN), "w0"),
+                     ShardingSpec(name="train", size=40, shard_size=20), heartbeat_secs=60).start()
+    data = DataSetInput(spec, feed=feed)
+    try:
+        assert sum(1 for _ in data()) == 8
+    finally:
+        feed.stop()
+    assert sorted(data.tally.examples) == [f"{tmp_path / 'a.csv'}:9: expected 2 fields, got 3",
+                                           f"{tmp_path / 'b.csv'}:8: expected 2 fields, got 1"]

@@ -91,7 +91,7 @@ def test_records_are_located_by_file_and_line_across_files_and_headers(tmp_path)
     (tmp_path / "b.csv").write_text("5,6\n7,8\n9,10\n")
     reader = FileReader(str(tmp_path / "*.csv"))
     files, lines = reader.locate(np.arange(5))
-    assert files.tolist() == [0, 0, 1, 1, 1] and lines.tolist() == [2, 3, 1, 2, 3]
+    assert files.numpy().tolist() == [0, 0, 1, 1, 1] and lines.numpy().tolist() == [2, 3, 1, 2, 3]
 
 
 def test_header_mistake_is_caught_before_training(tmp_path):

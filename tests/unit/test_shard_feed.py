@@ -1,5 +1,7 @@
 """ShardFeed and ShardReportHook against an in-process service: shards in as tagged batches, reports out."""
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -94,3 +96,34 @@ def test_reports_go_out_in_order_and_a_failed_one_is_raised_to_whoever_waits_for
         reporter.settle()
     with pytest.raises(ShardServiceError, match="UNAVAILABLE"):
         reporter.close()
+
+
+def test_a_reply_that_comes_back_late_does_not_lower_the_lease_floor(service):
+    """Reports and heartbeats travel on different threads: a report's reply, computed before a rewind, can come
+    back after a heartbeat's that heard of it. The client keeps the floor the rewind raised."""
+    feed = feed_of(service)
+    shard = feed.client.request("train")
+    chief = ShardClient.in_process(service, "chief-0")
+    chief.commit(chief.seal(checkpoint_step=0), checkpoint_step=0)
+    answered, go_on = threading.Event(), threading.Event()
+    handle = service.handle
+
+    def slow_reports(method, request):
+        reply = handle(method, request)
+        if method == "report":
+            answered.set()
+            go_on.wait(10)
+        return reply
+
+    service.handle = slow_reports
+    reporting = threading.Thread(target=feed.client.report, args=("train", shard.shard_id, 1),
+                                 kwargs={"lease": shard.lease, "offset": shard.start})
+    reporting.start()
+    assert answered.wait(10)
+    chief.restore(0)
+    feed.client.heartbeat()  # hears of the rewind
+    assert not feed.is_current(shard.lease)
+    go_on.set()
+    reporting.join(10)
+    assert not feed.is_current(shard.lease)  # the report's older floor did not bring the lease back
+    feed.stop()

@@ -246,8 +246,7 @@ class DataSetInput:
             try:
                 if blocks:
                     for start, end, tag in self.feed.ranges(self.spec.batch_size):
-                        sources, lines = reader.locate(np.arange(start, end))
-                        yield sources, lines, reader.read_block(start, end), tag
+                        yield reader.read_block(start, end), tag
                 else:
                     for numbers, texts, tag in self.feed.batches(reader, self.spec.batch_size):
                         yield np.zeros(len(texts), np.int32), numbers, texts, tag
@@ -255,10 +254,18 @@ class DataSetInput:
                 self.reader_failure = e
                 raise
 
-        texts = tf.TensorSpec([], tf.string) if blocks else tf.TensorSpec([None], tf.string)
-        signature = (tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int64), texts,
-                     tf.TensorSpec([4], tf.int64))
-        return from_python(batches, signature, name="elastic_batches")
+        tag = tf.TensorSpec([4], tf.int64)
+        if not blocks:
+            signature = (tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int64),
+                         tf.TensorSpec([None], tf.string), tag)
+            return from_python(batches, signature, name="elastic_batches")
+
+        def located(block, tag):
+            """Where the block's records are (for bad records' messages), worked out from the tag's range."""
+            files, lines = reader.locate(tf.range(tag[2], tag[2] + tag[3]))
+            return files, lines, block, tag
+
+        return from_python(batches, (tf.TensorSpec([], tf.string), tag), name="elastic_batches").map(located)
 
     def _file_batches(self, reader: FileReader) -> tf.data.Dataset:
         spec = self.spec

@@ -10,7 +10,6 @@ import os
 import re
 from typing import Callable
 
-import numpy as np
 import tensorflow as tf
 
 from elastimator.data.parsing import _FLOAT
@@ -186,13 +185,16 @@ class FileReader(ElasticReader):
         self._offsets = list(itertools.accumulate(counts, initial=0))
         return self._offsets[-1]
 
-    def locate(self, records: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(file index, 1-based line number) of each 0-based record index across the files, headers counted."""
+    @tf.autograph.experimental.do_not_convert  # plain Python where the pipeline's functions are traced
+    def locate(self, records) -> tuple[tf.Tensor, tf.Tensor]:
+        """(file index, 1-based line number) of each 0-based record index across the files, headers counted, as
+        TensorFlow ops (an input pipeline runs them in C++, not in Python)."""
         if self._offsets is None:
             self.count_data()
-        records = np.asarray(records, dtype=np.int64)
-        files = np.searchsorted(np.asarray(self._offsets[1:]), records, side="right").astype(np.int32)
-        lines = records - np.asarray(self._offsets)[files] + np.asarray(self.headers)[files] + 1
+        records = tf.cast(records, tf.int64)
+        offsets = tf.constant(self._offsets, tf.int64)
+        files = tf.searchsorted(offsets[1:], records, side="right", out_type=tf.int32)
+        lines = records - tf.gather(offsets, files) + tf.gather(tf.constant(self.headers, tf.int64), files) + 1
         return files, lines
 
     def _starts(self, file_no: int) -> list[int] | None:

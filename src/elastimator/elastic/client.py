@@ -20,7 +20,8 @@ import grpc
 
 from elastimator.elastic.report_line import ReportLine
 from elastimator.elastic.service import KEEPALIVE_MS, METHODS, SERVER_METHODS, SERVICE, TOKEN_HEADER, ShardService
-from elastimator.elastic.shards import Assigned, ShardingSpec, Drained, Failed, Finished, ShardServiceError, Wait
+from elastimator.elastic.shards import (Assigned, ShardBook, ShardingSpec, Drained, Failed, Finished,
+                                        ShardServiceError, Wait)
 
 logger = logging.getLogger("elastimator")
 
@@ -142,25 +143,47 @@ class ShardClient:
     def __init__(self, address: str, token: str, worker: str, timeout_secs: float = 30.0,
                  retry_secs: float = 120.0, report_line: bool = True):
         self.worker = worker
-        self.lease_floor: int | None = None
-        """The lease floor of the service's latest reply (None before the first)."""
         self._transport: _GrpcTransport | _InProcessTransport = _GrpcTransport(
             address, token, timeout_secs, retry_secs, worker, report_line)
+        self._init_floor()
+
+    def _init_floor(self) -> None:
+        self.lease_floor: int | None = None
+        """The newest lease floor the service's replies told (None before the first)."""
+        self._floor_call = 0
+        """The call whose reply told `lease_floor` (calls are numbered as they start)."""
+        self._calls_started = 0
+        self._floor_lock = threading.Lock()
 
     @classmethod
     def in_process(cls, service: ShardService, worker: str) -> "ShardClient":
         """A client of a service in this process: the same calls, without gRPC's per-call cost."""
         client = cls.__new__(cls)
         client.worker = worker
-        client.lease_floor = None
         client._transport = _InProcessTransport(service)
+        client._init_floor()
         return client
 
     def call(self, method: str, **request: Any) -> dict:
         request.setdefault("worker", self.worker)
+        with self._floor_lock:
+            self._calls_started += 1
+            started = self._calls_started
         reply = self._transport(method, request)
-        self.lease_floor = reply.get("lease_floor", self.lease_floor)
+        self._take_floor(reply.get("lease_floor"), started)
         return reply
+
+    def _take_floor(self, floor: int | None, started: int) -> None:
+        """Keeps the newest lease floor. Calls run on several threads (reports, heartbeats), so a reply can come
+        back after a later call's: within one run of the service the floor only rises, and the higher one is
+        kept; across runs, the floor of the call started last."""
+        if floor is None:
+            return
+        with self._floor_lock:
+            current = self.lease_floor
+            if current is None or (floor >= current if ShardBook.same_incarnation(floor, current)
+                                   else started > self._floor_call):
+                self.lease_floor, self._floor_call = floor, started
 
     @property
     def reports_over_line(self) -> int:

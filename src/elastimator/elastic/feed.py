@@ -255,10 +255,11 @@ class ShardFeed:
 class ShardReportHook(tf.compat.v1.train.SessionRunHook):
     """Reports each batch's records to the service after the step that trained them.
 
-    Built from the training step (`ShardReportHook.step_hook(feed)`): it fetches the step's shard tags, one
-    row per step of the call. A report goes out on its own thread while the next step computes; that step's
-    writes wait until the report is acknowledged (write_gate), and a step whose batch the service took back
-    meanwhile is withdrawn before it writes anything.
+    Built from the training step (`ShardReportHook.step_hook(feed)`): it gets the step's shard tags, one
+    row per step of the call, from the write gate's check (one step per call) or by fetching them. A report
+    goes out on its own thread while the next step computes; that step's writes wait until the report is
+    acknowledged (write_gate), and a step whose batch the service took back meanwhile is withdrawn before it
+    writes anything.
     """
 
     @classmethod
@@ -276,24 +277,36 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
         self._finished = step.finished_outputs.get(SHARD_TAG)
         self._in_call = False
         self._reporter = Reporter(feed.report)
+        self._checked: np.ndarray | None = None
+        """The tags the gate let write in the current call."""
+        self._gate_sees_tags = False
+        """With one step per call the gate gets the call's tags, and nothing fetches them; in a call of several
+        steps they come out of its loop, after the gate, and the hook fetches them."""
         if step.train_op is not None:
-            write_gate.gate_writes(step.train_op, self._may_write, tensors=[self._tags], after=[step.loss],
-                                   name="shard_reports/settled")
+            gate = write_gate.gate_writes(step.train_op, self._may_write, tensors=[self._tags], after=[step.loss],
+                                          name="shard_reports/settled")
+            self._gate_sees_tags = gate.holds_writes and gate.given[0]
 
     def _may_write(self, tags) -> bool:
         """In each call, before it writes: the previous calls' reports are in, and its batches still leased."""
         self._reporter.settle()
         if tags is None:  # several steps per call: the call's tags come out of its loop
             return True
-        return all(self._feed.is_current(lease) for lease in tags.reshape(-1, 4)[:, 1].tolist())
+        if not all(self._feed.is_current(lease) for lease in tags.reshape(-1, 4)[:, 1].tolist()):
+            return False
+        self._checked = tags
+        return True
 
     def before_run(self, run_context):
         self._in_call = True
-        return tf.compat.v1.train.SessionRunArgs(self._tags)
+        self._checked = None
+        return None if self._gate_sees_tags else tf.compat.v1.train.SessionRunArgs(self._tags)
 
     def after_run(self, run_context, run_values):
         self._in_call = False
-        self._report(run_values.results)
+        tags = self._checked if self._gate_sees_tags else run_values.results
+        if tags is not None:  # None: the call ran without its gate, so it trained nothing
+            self._report(tags)
 
     def end(self, session):
         if self._in_call and self._finished is not None:

@@ -284,7 +284,13 @@ class ShardBook:
     @staticmethod
     def is_current(lease: int, floor: int) -> bool:
         """Whether `lease` survives the rewinds that `floor` (a book's lease_floor) stands for."""
-        return lease >> 32 == floor >> 32 and lease >= floor
+        return ShardBook.same_incarnation(lease, floor) and lease >= floor
+
+    @staticmethod
+    def same_incarnation(lease: int, other: int) -> bool:
+        """Whether two leases (or lease floors) come from the same run of the service; within one, a book's lease
+        floor only rises."""
+        return lease >> 32 == other >> 32
 
     def report(self, name: str, worker: str, shard_id: int, consumed: int, lease: int | None = None,
                offset: int | None = None) -> None:

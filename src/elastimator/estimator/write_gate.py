@@ -21,6 +21,7 @@ An op inside a TF1 while loop cannot wait for an op outside it; the loop's entry
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Sequence
 
 import numpy as np
@@ -72,8 +73,20 @@ def _waiting_ops(writes: Sequence[tf.Operation]) -> list[tf.Operation]:
     return list(waiting)
 
 
+@dataclasses.dataclass(frozen=True)
+class Gate:
+    """A gate on a train op's writes."""
+
+    op: tf.Operation
+    """The gate op; it has no effect on a call that does not run the train op."""
+    given: tuple[bool, ...]
+    """Per tensor asked for, whether the check gets its value (False: it gets None)."""
+    holds_writes: bool
+    """Whether the train op writes anything, i.e. whether every call of it runs the check."""
+
+
 def gate_writes(train_op, check: Callable[..., bool], tensors: Sequence[tf.Tensor],
-                after: Sequence[tf.Tensor] = (), name: str = "write_gate") -> tf.Operation:
+                after: Sequence[tf.Tensor] = (), name: str = "write_gate") -> Gate:
     """Makes every call of `train_op` run `check` and hold its writes until `check` returns.
 
     Args:
@@ -88,7 +101,7 @@ def gate_writes(train_op, check: Callable[..., bool], tensors: Sequence[tf.Tenso
         name: the gate op's name.
 
     Returns:
-        The gate op; it has no effect on a call that does not run `train_op`.
+        The gate, and what its check gets.
     """
     writes = [op for op in state_updates.ancestors([training_step.as_op(train_op)]) if writes_state(op)]
     waiting = _waiting_ops(writes)
@@ -110,4 +123,4 @@ def gate_writes(train_op, check: Callable[..., bool], tensors: Sequence[tf.Tenso
     gate = training_step.withdraw_unless(passed)
     for op in waiting:
         op._add_control_input(gate)  # pylint: disable=protected-access  (no public way on a built op)
-    return gate
+    return Gate(gate, tuple(usable), bool(waiting))
