@@ -158,7 +158,8 @@ def test_batches_of_a_lease_taken_back_while_they_waited_are_not_trained(server,
         estimator.train(DataSetInput(spec, feed=feed), hooks=[ShardReportHook.step_hook(feed), *hooks])
     trained = estimator.get_variable_value("trained")
     assert rewind.before.sum() == 5 * steps_per_execution  # the first call's batches, trained before the rewind
-    assert (trained == 1 + rewind.before).all(), (trained, rewind.before)  # those once more after it, every other record once
+    # those once more after it, every other record once
+    assert (trained == 1 + rewind.before).all(), (trained, rewind.before)
 
 
 @pytest.mark.slow
