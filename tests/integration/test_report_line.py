@@ -55,6 +55,20 @@ def test_reports_travel_the_line_and_count(server):
     assert client.lease_floor is not None  # the line's replies carry the floor as gRPC's do
 
 
+def test_a_report_counts_when_sent_and_its_reply_is_read_later_between_other_calls(server):
+    """The next step sends a report as it starts and reads the reply before it writes; calls over gRPC (a
+    heartbeat, the input's next request) may come in between."""
+    client = ShardClient(server.address, TOKEN, worker="w0")
+    shard = client.request("train")
+    counted = client.start_report("train", shard.shard_id, 4, lease=shard.lease, offset=shard.start)
+    client.heartbeat()
+    counted()
+    assert client.status("train")["trained_records"] == 4
+    client.report("train", shard.shard_id, 4, lease=shard.lease, offset=shard.start + 4)
+    assert client.reports_over_line == server.report_line.answered == 2
+    assert client.status("train")["trained_records"] == 8
+
+
 def test_the_line_refuses_a_wrong_token_other_calls_and_garbage(server):
     sock, stream = _line_to(server, {"token": "wrong", "worker": "w0"})
     assert "UNAUTHENTICATED" in _read(stream)["error"]

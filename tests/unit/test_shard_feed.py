@@ -1,6 +1,7 @@
 """ShardFeed and ShardReportHook against an in-process service: shards in as tagged batches, reports out."""
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -78,24 +79,56 @@ def test_the_report_hook_reports_one_row_per_step_of_a_call(service):
     assert service.book.status("train")["trained_records"] == 6
 
 
-def test_reports_go_out_in_order_and_a_failed_one_is_raised_to_whoever_waits_for_it():
-    sent = []
+def test_reports_go_out_in_order_each_acknowledged_before_the_next_and_a_failure_is_raised_again():
+    events = []
 
-    def send(shard_id, lease, offset, records):
-        if shard_id == 3:
-            raise ShardServiceError("shard service report failed: UNAVAILABLE")
-        sent.append(shard_id)
+    def start(report):
+        shard_id = report[0]
+        events.append(("sent", shard_id))
 
-    reporter = Reporter(send)
+        def acknowledged():
+            if shard_id == 3:
+                raise ShardServiceError("shard service report failed: UNAVAILABLE")
+            events.append(("counted", shard_id))
+
+        return acknowledged
+
+    reporter = Reporter(start)
     reporter.put([(1, 0, 0, 2), (2, 0, 2, 2)])
     reporter.put([(0, 0, 4, 2)])
+    assert events == []  # put sends nothing
+    reporter.send()
+    assert events == [("sent", 1), ("counted", 1), ("sent", 2), ("counted", 2), ("sent", 0)]
     reporter.settle()
-    assert sent == [1, 2, 0]
+    assert events[-1] == ("counted", 0)
     reporter.put([(3, 0, 6, 2)])
+    reporter.send()
     with pytest.raises(ShardServiceError, match="UNAVAILABLE"):
         reporter.settle()
+    reporter.put([(4, 0, 8, 2)])
     with pytest.raises(ShardServiceError, match="UNAVAILABLE"):
         reporter.close()
+    assert ("sent", 4) not in events
+
+
+def test_a_waiting_input_sends_the_last_report_that_other_workers_wait_for(service):
+    """The last batch of a shard is reported by the next step, or, when no batch comes until other workers'
+    shards are done (and theirs may wait for this one), by the input as it waits."""
+    mine, other = feed_of(service, "worker-0", size=8), feed_of(service, "worker-1", size=8)
+    reporter = mine.reporter()
+    batches = mine.ranges(batch_size=4)
+    _, _, tag = next(batches)  # the whole of one shard
+    held = other.client.request("train")  # worker-1 holds the other shard: worker-0's next request waits
+    reporter.put([tuple(int(x) for x in tag)])
+    assert service.book.status("train")["trained_records"] == 0  # put sends nothing
+    threading.Thread(target=lambda: next(batches, None), daemon=True).start()  # asks for a shard, and waits
+    deadline = time.monotonic() + 10
+    while service.book.status("train")["trained_records"] < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert service.book.status("train")["trained_records"] == 4
+    other.client.report("train", held.shard_id, held.end - held.start, lease=held.lease, offset=held.start)
+    mine.stop()
+    other.stop()
 
 
 def test_a_reply_that_comes_back_late_does_not_lower_the_lease_floor(service):

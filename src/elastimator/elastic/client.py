@@ -14,7 +14,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 import grpc
 
@@ -64,21 +64,36 @@ class _GrpcTransport:
             ("grpc.max_reconnect_backoff_ms", 1000), *KEEPALIVE_OPTIONS])
         self._calls = {m: self._channel.unary_unary(f"/{SERVICE}/{m}") for m in METHODS + SERVER_METHODS}
 
-    def __call__(self, method: str, request: dict) -> dict:
+    def start(self, method: str, request: dict) -> Callable[[], dict]:
+        """Makes a call; returns what reads its reply. A report over the line is read when asked for, so its
+        round trip overlaps whatever the caller does meanwhile; any other call is answered before this returns."""
         if method == "report" and self._line_wanted:
             with self._line_lock:
                 line = self._line or self._open_line()
                 if line is not None:
                     try:
-                        reply = line.report(request)
-                        self.line_reports += 1
-                        return reply
+                        number = line.send({"method": method, **request})
+                        return lambda: self._line_reply(line, number, method, request)
                     except ConnectionError as e:
-                        # The service restarted (with the chief) or the network broke: gRPC waits for the service
-                        # to come back, and the next report asks for its line again.
-                        logger.info("%s; this report goes over gRPC.", e)
-                        self._line = None
-        return self._over_grpc(method, request)
+                        self._line_broke(e)
+        reply = self._over_grpc(method, request)
+        return lambda: reply
+
+    def _line_reply(self, line: ReportLine, number: int, method: str, request: dict) -> dict:
+        with self._line_lock:
+            try:
+                reply = line.reply(number)
+                self.line_reports += 1
+                return reply
+            except ConnectionError as e:
+                self._line_broke(e)
+        return self._over_grpc(method, request)  # the book counts a report delivered twice once
+
+    def _line_broke(self, error: ConnectionError) -> None:
+        # The service restarted (with the chief) or the network broke: gRPC waits for the service to come back,
+        # and the next report asks for its line again.
+        logger.info("%s; this report goes over gRPC.", error)
+        self._line = None
 
     def _open_line(self) -> ReportLine | None:
         """The service's report line, or None (and gRPC from now on) where it has none or this process cannot
@@ -123,8 +138,9 @@ class _InProcessTransport:
     def __init__(self, service: ShardService):
         self._service = service
 
-    def __call__(self, method: str, request: dict) -> dict:
-        return self._service.handle(method, request)
+    def start(self, method: str, request: dict) -> Callable[[], dict]:
+        reply = self._service.handle(method, request)
+        return lambda: reply
 
     line_reports = 0
 
@@ -165,12 +181,21 @@ class ShardClient:
         return client
 
     def call(self, method: str, **request: Any) -> dict:
+        return self._start(method, request)()
+
+    def _start(self, method: str, request: dict) -> Callable[[], dict]:
+        """Makes a call; returns what reads its reply (and learns the lease floor from it)."""
         request.setdefault("worker", self.worker)
         with self._floor_lock:
             self._calls_started += 1
             started = self._calls_started
-        reply = self._transport(method, request)
-        self._take_floor(reply.get("lease_floor"), started)
+        reply_of = self._transport.start(method, request)
+
+        def reply() -> dict:
+            answer = reply_of()
+            self._take_floor(answer.get("lease_floor"), started)
+            return answer
+
         return reply
 
     def _take_floor(self, floor: int | None, started: int) -> None:
@@ -207,12 +232,24 @@ class ShardClient:
         reply = self.call("bad_records", dataset=dataset, records=[list(r) for r in records], limit=limit)
         return reply["count"], reply["failure"]
 
-    def report(self, dataset: str, shard_id: int, consumed: int, *, offset: int, lease: int | None = None,
-               poll_secs: float = 0.01) -> None:
+    def report(self, dataset: str, shard_id: int, consumed: int, *, offset: int, lease: int | None = None) -> None:
         """Reports trained records; while the chief saves a checkpoint, waits for it (see the module doc)."""
-        while self.call("report", dataset=dataset, shard_id=shard_id, consumed=consumed, lease=lease,
-                        offset=offset).get("sealing"):
-            time.sleep(poll_secs)
+        self.start_report(dataset, shard_id, consumed, offset=offset, lease=lease)()
+
+    def start_report(self, dataset: str, shard_id: int, consumed: int, *, offset: int, lease: int | None = None,
+                     poll_secs: float = 0.01) -> Callable[[], None]:
+        """Sends a report; returns what waits until the service has counted it. Over the report line the reply
+        is read only then; while the chief saves a checkpoint, the report is sent again until it counts."""
+        request = {"dataset": dataset, "shard_id": shard_id, "consumed": consumed, "lease": lease, "offset": offset}
+        first = self._start("report", dict(request))
+
+        def counted() -> None:
+            reply = first()
+            while reply.get("sealing"):
+                time.sleep(poll_secs)
+                reply = self.call("report", **request)
+
+        return counted
 
     def release(self, dataset: str, shard_id: int, lease: int) -> bool:
         """Gives back a shard this worker holds and will not train."""

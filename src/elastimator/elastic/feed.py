@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import tensorflow as tf
@@ -130,6 +130,7 @@ class ShardFeed:
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
         self._reported = False
+        self._reporter: Reporter | None = None
         self._generation = 0
         """Counts the input's iterators: one that a newer one replaced must not keep shards."""
 
@@ -208,6 +209,8 @@ class ShardFeed:
                     logger.info("All shards of %s are out; waiting for other workers to finish theirs.",
                                 self.dataset.name)
                     next_log = now + 10.0
+                if self._reporter is not None:
+                    self._reporter.settle()  # this process's last batch may be what the others wait for
                 time.sleep(0.2)
                 continue
             waited_since = None
@@ -231,35 +234,59 @@ class ShardFeed:
 
     def report(self, shard_id: int, lease: int, offset: int, records: int) -> None:
         """Reports trained records; a hand-out the service took back (after a rewind) is dropped."""
+        self._start_report((shard_id, lease, offset, records))()
+
+    def reporter(self) -> Reporter:
+        """A training's reporter: what it puts goes out in its steps, and while this feed's input waits for
+        shards (no step may come until another worker's shard is done, and that may wait for this one's)."""
+        self._reporter = Reporter(self._start_report)
+        return self._reporter
+
+    def _start_report(self, report: tuple[int, int, int, int]) -> Callable[[], None]:
+        """Sends one report; returns what waits for it to count."""
+        shard_id, lease, offset, records = report
         try:
-            self.client.report(self.dataset.name, shard_id, records, lease=lease, offset=offset)
+            counted = self.client.start_report(self.dataset.name, shard_id, records, lease=lease, offset=offset)
+        except ShardServiceError as e:
+            self._refused(e, shard_id, lease)
+            return lambda: None
+
+        def acknowledged() -> None:
+            try:
+                counted()
+            except ShardServiceError as e:
+                self._refused(e, shard_id, lease)
+                return
             if not self._reported:
                 self._reported = True
                 logger.info("%s trained its first batch (shard %d of %s).", self.client.worker, shard_id,
                             self.dataset.name)
-        except ShardServiceError as e:
-            if "held by" not in str(e):
-                raise
-            with self._lock:
-                self._abandoned.add(lease)
-            logger.info("Shard %d (lease %d) of %s was taken back by the service (a rewind, or this process was "
-                        "silent too long); dropping it.", shard_id, lease, self.dataset.name)
-            # Learn the lease floor now, not at the next heartbeat: if the service gave up on this process, every
-            # shard it holds went back, and the batches of those still queued must not be trained either.
-            try:
-                self.client.heartbeat()
-            except ShardServiceError as refresh:
-                logger.info("Could not ask the shard service for its lease floor (%s).", refresh)
+
+        return acknowledged
+
+    def _refused(self, error: ShardServiceError, shard_id: int, lease: int) -> None:
+        if "held by" not in str(error):
+            raise error
+        with self._lock:
+            self._abandoned.add(lease)
+        logger.info("Shard %d (lease %d) of %s was taken back by the service (a rewind, or this process was "
+                    "silent too long); dropping it.", shard_id, lease, self.dataset.name)
+        # Learn the lease floor now, not at the next heartbeat: if the service gave up on this process, every
+        # shard it holds went back, and the batches of those still queued must not be trained either.
+        try:
+            self.client.heartbeat()
+        except ShardServiceError as refresh:
+            logger.info("Could not ask the shard service for its lease floor (%s).", refresh)
 
 
 class ShardReportHook(tf.compat.v1.train.SessionRunHook):
     """Reports each batch's records to the service after the step that trained them.
 
     Built from the training step (`ShardReportHook.step_hook(feed)`): it gets the step's shard tags, one
-    row per step of the call, from the write gate's check (one step per call) or by fetching them. A report
-    goes out on its own thread while the next step computes; that step's writes wait until the report is
-    acknowledged (write_gate), and a step whose batch the service took back meanwhile is withdrawn before it
-    writes anything.
+    row per step of the call, from the write gate's check (one step per call) or by fetching them. The next
+    call sends the reports as it starts, beside its forward pass, and its writes wait until they are
+    acknowledged (write_gate, elastic/reporter.py); a step whose batch the service took back meanwhile is
+    withdrawn before it writes anything.
     """
 
     @classmethod
@@ -276,16 +303,27 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
         self._tags = step.outputs[SHARD_TAG]
         self._finished = step.finished_outputs.get(SHARD_TAG)
         self._in_call = False
-        self._reporter = Reporter(feed.report)
+        self._reporter = feed.reporter()
         self._checked: np.ndarray | None = None
         """The tags the gate let write in the current call."""
         self._gate_sees_tags = False
         """With one step per call the gate gets the call's tags, and nothing fetches them; in a call of several
         steps they come out of its loop, after the gate, and the hook fetches them."""
+        self._gated = False
+        """Whether each call sends the previous one's reports and waits for them before it writes; if not (a train
+        op that writes nothing), the hook reports each call's batches as it ends."""
         if step.train_op is not None:
-            gate = write_gate.gate_writes(step.train_op, self._may_write, tensors=[self._tags], after=[step.loss],
-                                          name="shard_reports/settled")
+            # The previous call's reports go out as the call starts (an op with no inputs), beside its forward
+            # pass; the gate reads their acknowledgement.
+            sent = tf.numpy_function(self._send, [], tf.bool, stateful=True, name="shard_reports/send")
+            gate = write_gate.gate_writes(step.train_op, self._may_write, tensors=[self._tags],
+                                          after=[step.loss, sent], name="shard_reports/settled")
+            self._gated = gate.holds_writes
             self._gate_sees_tags = gate.holds_writes and gate.given[0]
+
+    def _send(self) -> np.bool_:
+        self._reporter.send()
+        return np.bool_(True)
 
     def _may_write(self, tags) -> bool:
         """In each call, before it writes: the previous calls' reports are in, and its batches still leased."""
@@ -321,6 +359,8 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
     def _report(self, tags) -> None:
         # One tag per batch the call trained: several with RunConfig(steps_per_execution > 1).
         self._reporter.put([tuple(row) for row in tags.reshape(-1, 4).tolist()])
+        if not self._gated:
+            self._reporter.settle()
 
 
 class ShardSealListener(tf.compat.v1.train.CheckpointSaverListener):

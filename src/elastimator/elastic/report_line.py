@@ -156,15 +156,22 @@ class ReportLineServer:
 
 
 class ReportLine:
-    """A worker's end: sends reports, one at a time, and returns the service's replies.
+    """A worker's end: sends calls, and reads the service's replies in the order the calls went out.
+
+    A call's reply may be read later than it is sent (`send`, then `reply`): the
+    round trip then overlaps what the caller does in between.
 
     Raises:
         ConnectionError: The line could not be opened or broke (the caller goes over gRPC instead).
-        ShardServiceError: The service refused the token or the report.
+        ShardServiceError: The service refused the token or the call.
     """
 
     def __init__(self, host: str, port: int, token: str, worker: str, timeout_secs: float = 30.0,
                  connect_timeout_secs: float = 2.0):
+        self._sent = 0
+        self._read = 0
+        self._unclaimed: dict[int, dict] = {}
+        """Replies read before their callers asked for them (a later call's caller asked first)."""
         try:
             self._sock = socket.create_connection((host.strip("[]"), port), timeout=connect_timeout_secs)
             self._sock.settimeout(timeout_secs)  # a service that went silent without closing (a cut network)
@@ -174,7 +181,7 @@ class ReportLine:
         except OSError as e:
             raise ConnectionError(f"no report line to {host}:{port}: {e}") from None
         try:
-            self._exchange({"token": token, "worker": worker})
+            self.reply(self.send({"token": token, "worker": worker}))
         except ConnectionError as e:  # already closed
             raise ConnectionError(f"no report line to {host}:{port}: {e}") from None
         except ShardServiceError:  # the token refused: the server has closed its end
@@ -182,18 +189,33 @@ class ReportLine:
             raise
 
     def report(self, request: dict) -> dict:
-        return self._exchange({"method": "report", **request})
+        return self.reply(self.send({"method": "report", **request}))
 
-    def _exchange(self, message: dict) -> dict:
+    def send(self, message: dict) -> int:
+        """Sends one frame; returns its number, for `reply`."""
         try:
             send_frame(self._sock, message)
-            reply = read_frame(self._stream)
-        except (FrameError, OSError) as e:
-            self.close()
-            raise ConnectionError(f"the report line broke: {e}") from None
+        except OSError as e:
+            self._broke(e)
+        self._sent += 1
+        return self._sent
+
+    def reply(self, number: int) -> dict:
+        """The reply to the frame `send` numbered `number` (read once)."""
+        while self._read < number:
+            try:
+                self._unclaimed[self._read + 1] = read_frame(self._stream)
+            except (FrameError, OSError) as e:
+                self._broke(e)
+            self._read += 1
+        reply = self._unclaimed.pop(number)
         if "error" in reply:
             raise ShardServiceError(f"shard service report failed: {reply['error']}")
         return reply
+
+    def _broke(self, error: Exception):
+        self.close()
+        raise ConnectionError(f"the report line broke: {error}") from None
 
     def close(self) -> None:
         _close(self._sock)

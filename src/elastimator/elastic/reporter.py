@@ -1,81 +1,82 @@
-"""A trainer's reports to the shard service, sent in order on a thread of their own.
+"""A trainer's reports to the shard service, sent and acknowledged in two halves of the next training step.
 
-The training step hands over each batch's report and goes on; the next step's
-writes wait for `settle()` (elastimator.estimator.write_gate), so the report's
-round trip overlaps the next step's forward and backward pass instead of
-delaying it, and a process that dies still has at most one batch trained but
-unreported.
+The hook puts each trained batch's report after its step (`put`). The next
+step sends it as the step starts (`send`, an op with no inputs, so it runs
+beside the forward pass), and waits for the service's acknowledgement right
+before the step writes (`settle`, the write gate's check). The round trip
+overlaps the forward pass, no thread is woken to carry it, and a process that
+dies still has at most one batch trained but unreported.
+
+A report put when no step follows (the input waits for other workers' shards,
+or has ended) goes out when the input asks (`settle` from its wait) or when
+training ends (`close`): the service counts the shard as done only once it
+hears of its last batch.
 """
 
 from __future__ import annotations
 
-import collections
 import threading
 from typing import Callable, Sequence
 
 Report = tuple[int, int, int, int]
 """(shard id, lease, first record, records) of one trained batch."""
+Acknowledgement = Callable[[], None]
+"""Waits until the service has counted a report sent; raises what the service or the transport raised."""
 
 
 class Reporter:
-    """Sends reports with `send(*report)`, one at a time, in the order they were put."""
+    """Sends reports with `start(report)`, one at a time, in the order they were put.
 
-    def __init__(self, send: Callable[[int, int, int, int], None]):
-        self._send = send
-        self._queue: collections.deque[Sequence[Report]] = collections.deque()
-        self._changed = threading.Condition()
-        self._put = 0
-        """Calls' reports put so far; those still queued are not yet sent."""
+    Args:
+        start: Sends one report and returns what waits for its acknowledgement. Each report is acknowledged
+            before the next one is sent.
+    """
+
+    def __init__(self, start: Callable[[Report], Acknowledgement]):
+        self._start = start
+        self._lock = threading.Lock()
+        self._queued: list[Report] = []
+        """Put, not yet sent."""
+        self._unacknowledged: Acknowledgement | None = None
+        """The report sent last, when its acknowledgement has not been read yet."""
         self._error: BaseException | None = None
-        self._closing = False
-        self._thread: threading.Thread | None = None
 
     def put(self, reports: Sequence[Report]) -> None:
-        """Queues one call's reports (one per step it ran); returns at once."""
-        with self._changed:
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="shard-reports", daemon=True)
-                self._thread.start()
-            self._queue.append(reports)
-            self._put += 1
-            self._changed.notify_all()
+        """Queues one call's reports (one per step it ran); sends nothing."""
+        with self._lock:
+            self._queued.extend(reports)
+
+    def send(self) -> None:
+        """Sends what is queued: all but the last are acknowledged before the next goes out; the last one's
+        acknowledgement is left for `settle`."""
+        with self._lock:
+            self._checked(self._send_queued)
 
     def settle(self) -> None:
-        """Waits until everything put so far is reported; raises what a report raised."""
-        with self._changed:
-            target = self._put
-            while self._put - len(self._queue) < target and self._error is None:
-                self._changed.wait()
-            if self._error is not None:
-                raise self._error
+        """Sends what is queued and waits until all of it is acknowledged; raises what a report raised (again at
+        every later call: reports after a failed one are never sent)."""
+        with self._lock:
+            self._checked(self._send_queued)
+            self._checked(self._acknowledge)
 
-    def close(self) -> None:
-        """Settles, then ends the thread."""
+    close = settle
+
+    def _send_queued(self) -> None:
+        while self._queued:
+            self._acknowledge()
+            report = self._queued.pop(0)
+            self._unacknowledged = self._start(report)
+
+    def _acknowledge(self) -> None:
+        if self._unacknowledged is not None:
+            acknowledged, self._unacknowledged = self._unacknowledged, None
+            acknowledged()
+
+    def _checked(self, action: Callable[[], None]) -> None:
+        if self._error is not None:
+            raise self._error
         try:
-            self.settle()
-        finally:
-            with self._changed:
-                self._closing = True
-                self._changed.notify_all()
-            if self._thread is not None:
-                self._thread.join()
-
-    def _run(self) -> None:
-        while True:
-            with self._changed:
-                while not self._queue and not self._closing:
-                    self._changed.wait()
-                if not self._queue:
-                    return
-                reports = self._queue[0]
-            try:
-                for report in reports:
-                    self._send(*report)
-            except BaseException as e:  # noqa: BLE001 - handed to whoever settles
-                with self._changed:
-                    self._error = e
-                    self._changed.notify_all()
-                return
-            with self._changed:
-                self._queue.popleft()
-                self._changed.notify_all()
+            action()
+        except BaseException as e:
+            self._error = e
+            raise
