@@ -188,9 +188,6 @@ class ReportLine:
             self.close()
             raise
 
-    def report(self, request: dict) -> dict:
-        return self.reply(self.send({"method": "report", **request}))
-
     def send(self, message: dict) -> int:
         """Sends one frame; returns its number, for `reply`."""
         try:
