@@ -12,7 +12,8 @@ conditions and none is charged for what another sets for its whole process:
   file_reader_again  the plain pipeline once more: the control, whose "cost" is the measurement's noise
 The remote services run on the same cores as the trainers, as a local cluster's chief does.
 Each of `--rounds` rounds starts fresh processes (a process's own speed varies by a few percent, and a
-round's cost by about 5 points); the figures are the medians of the rounds' costs.
+round's cost by about 5 points); the figures are the medians of the rounds' costs, each with a 90%
+bootstrap interval over the rounds.
 
 Run:  python bench/elastic_input.py [--rows 200000] [--steps 50] [--runs 10] [--rounds 9]
       (--runs: timed turns per trainer and round)
@@ -45,7 +46,7 @@ from elastimator.elastic.feed import ShardFeed, ShardReportHook  # noqa: E402
 from elastimator.elastic.client import ShardClient  # noqa: E402
 from elastimator.elastic.service import ShardServer, ShardService  # noqa: E402
 from elastimator.elastic.shards import ShardingSpec  # noqa: E402
-from report import add_timed_run_arguments, write_results  # noqa: E402
+from report import add_timed_run_arguments, median_interval, write_results  # noqa: E402
 from timing import RoundRobin  # noqa: E402
 
 TOKEN = "bench-token"
@@ -139,12 +140,14 @@ def main(argv=None) -> dict:
             rounds.append({"train_examples_per_sec": rates,
                            "cost": {kind: 1 - rates[kind] / rates["file_reader"] for kind in COMPARED}})
     cost = {kind: statistics.median(r["cost"][kind] for r in rounds) for kind in COMPARED}
+    interval = {kind: median_interval([r["cost"][kind] for r in rounds]) for kind in COMPARED}
     result = {"benchmark": "elastic_input", "rows": args.rows, "batch_size": args.batch_size,
               "steps_per_turn": args.steps, "turns": args.runs, "rounds": rounds, "warmup_steps": args.warmup,
               "train_examples_per_sec": {kind: statistics.median(r["train_examples_per_sec"][kind] for r in rounds)
                                          for kind in INPUTS},
               "throughput_cost": cost["elastic"], "throughput_cost_remote": cost["elastic_remote"],
               "throughput_cost_remote_grpc": cost["elastic_grpc"], "control_cost": cost["file_reader_again"],
+              "throughput_cost_interval_90": interval,
               "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, TF {tf.__version__}"}
     header = "| round | " + " | ".join(f"{kind} ex/s" for kind in INPUTS) + " | " + " | ".join(
         f"{kind} cost" for kind in COMPARED) + " |\n|" + "---|" * (1 + len(INPUTS) + len(COMPARED)) + "\n"
@@ -160,7 +163,9 @@ def main(argv=None) -> dict:
         + f"\n**Throughput cost of elastic input (median of the rounds): {cost['elastic']:.1%}** with the service "
         f"in the training process (chief, local job); **{cost['elastic_remote']:.1%}** with the service in "
         f"another process (workers, reports over the report line), {cost['elastic_grpc']:.1%} with their reports "
-        f"over gRPC; the control measured {cost['file_reader_again']:.1%}.\n"
+        f"over gRPC; the control measured {cost['file_reader_again']:.1%}.\n\n"
+        "How far each median could move were the rounds run again (90% bootstrap interval over the rounds): "
+        + "; ".join(f"{kind} {interval[kind][0]:.1%} to {interval[kind][1]:.1%}" for kind in COMPARED) + ".\n"
     )
     write_results(args.out, "elastic_input", result, markdown)
     return result

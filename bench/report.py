@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import statistics
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 """Where results are committed: bench/results/."""
@@ -22,6 +24,16 @@ def add_timed_run_arguments(parser: argparse.ArgumentParser) -> None:
 def rate_rows(rates: dict[str, list[float]], median: dict[str, float]) -> str:
     """Markdown rows `| name | median | run, run, ... |`, rates formatted with thousands separators."""
     return "".join(f"| {k} | {median[k]:,.0f} | {', '.join(f'{v:,.0f}' for v in rates[k])} |\n" for k in rates)
+
+
+def median_interval(values: list[float], confidence: float = 0.9, resamples: int = 2000,
+                    seed: int = 0) -> tuple[float, float]:
+    """A percentile-bootstrap interval for the median of `values` (e.g. one cost per round): how far the
+    median could move were the rounds run again. Seeded, so the same rounds give the same interval."""
+    draw = random.Random(seed)
+    medians = sorted(statistics.median(draw.choices(values, k=len(values))) for _ in range(resamples))
+    tail = (1 - confidence) / 2
+    return medians[int(tail * resamples)], medians[min(resamples - 1, int((1 - tail) * resamples))]
 
 
 def write_results(out: str, name: str, result: dict, markdown: str) -> None:
