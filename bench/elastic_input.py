@@ -139,8 +139,9 @@ def main(argv=None) -> dict:
             rates = {kind: robin.rate(kind, args.batch_size) for kind in INPUTS}
             rounds.append({"train_examples_per_sec": rates,
                            "cost": {kind: 1 - rates[kind] / rates["file_reader"] for kind in COMPARED}})
-    cost = {kind: statistics.median(r["cost"][kind] for r in rounds) for kind in COMPARED}
-    interval = {kind: median_interval([r["cost"][kind] for r in rounds]) for kind in COMPARED}
+    round_costs = {kind: [r["cost"][kind] for r in rounds] for kind in COMPARED}
+    cost = {kind: statistics.median(costs) for kind, costs in round_costs.items()}
+    interval = {kind: median_interval(costs) for kind, costs in round_costs.items()}
     result = {"benchmark": "elastic_input", "rows": args.rows, "batch_size": args.batch_size,
               "steps_per_turn": args.steps, "turns": args.runs, "rounds": rounds, "warmup_steps": args.warmup,
               "train_examples_per_sec": {kind: statistics.median(r["train_examples_per_sec"][kind] for r in rounds)

@@ -1,7 +1,6 @@
 """ShardFeed and ShardReportHook against an in-process service: shards in as tagged batches, reports out."""
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -42,13 +41,15 @@ def feed_of(service, worker="worker-0", size=10, shard_size=4):
 
 def test_batches_cover_each_shard_and_carry_their_tag(service):
     feed = feed_of(service)
+    reporter = feed.reporter()
     batches = feed.batches(Numbers(10), batch_size=3)
     seen = []
     for numbers, texts, tag in batches:
         shard_id, lease, offset, records = tag.tolist()
         assert records == len(texts) and list(numbers) == list(range(offset + 1, offset + records + 1))
         assert [t.decode() for t in texts] == [f"{i},0" for i in range(offset, offset + records)]
-        feed.report(shard_id, lease, offset, records)
+        reporter.put([(shard_id, lease, offset, records)])
+        reporter.settle()
         seen.extend(range(offset, offset + records))
     feed.stop()
     assert sorted(seen) == list(range(10))  # shards of 4, 4, 2 records, in batches of at most 3
@@ -116,15 +117,21 @@ def test_a_waiting_input_sends_the_last_report_that_other_workers_wait_for(servi
     shards are done (and theirs may wait for this one), by the input as it waits."""
     mine, other = feed_of(service, "worker-0", size=8), feed_of(service, "worker-1", size=8)
     reporter = mine.reporter()
+    settled = threading.Event()
+    settle = reporter.settle
+
+    def settle_and_tell():
+        settle()
+        settled.set()
+
+    reporter.settle = settle_and_tell
     batches = mine.ranges(batch_size=4)
     _, _, tag = next(batches)  # the whole of one shard
     held = other.client.request("train")  # worker-1 holds the other shard: worker-0's next request waits
     reporter.put([tuple(int(x) for x in tag)])
     assert service.book.status("train")["trained_records"] == 0  # put sends nothing
     threading.Thread(target=lambda: next(batches, None), daemon=True).start()  # asks for a shard, and waits
-    deadline = time.monotonic() + 10
-    while service.book.status("train")["trained_records"] < 4 and time.monotonic() < deadline:
-        time.sleep(0.02)
+    assert settled.wait(timeout=120), "the waiting input never settled its reporter"
     assert service.book.status("train")["trained_records"] == 4
     other.client.report("train", held.shard_id, held.end - held.start, lease=held.lease, offset=held.start)
     mine.stop()

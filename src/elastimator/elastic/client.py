@@ -73,13 +73,13 @@ class _GrpcTransport:
                 if line is not None:
                     try:
                         number = line.send({"method": method, **request})
-                        return lambda: self._line_reply(line, number, method, request)
+                        return lambda: self._line_reply(line, number, request)
                     except ConnectionError as e:
                         self._line_broke(e)
         reply = self._over_grpc(method, request)
         return lambda: reply
 
-    def _line_reply(self, line: ReportLine, number: int, method: str, request: dict) -> dict:
+    def _line_reply(self, line: ReportLine, number: int, request: dict) -> dict:
         with self._line_lock:
             try:
                 reply = line.reply(number)
@@ -87,7 +87,7 @@ class _GrpcTransport:
                 return reply
             except ConnectionError as e:
                 self._line_broke(e)
-        return self._over_grpc(method, request)  # the book counts a report delivered twice once
+        return self._over_grpc("report", request)  # the book counts a report delivered twice once
 
     def _line_broke(self, error: ConnectionError) -> None:
         # The service restarted (with the chief) or the network broke: gRPC waits for the service to come back,

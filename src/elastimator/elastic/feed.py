@@ -232,10 +232,6 @@ class ShardFeed:
             abandoned = lease in self._abandoned
         return not abandoned and (floor is None or ShardBook.is_current(lease, floor))
 
-    def report(self, shard_id: int, lease: int, offset: int, records: int) -> None:
-        """Reports trained records; a hand-out the service took back (after a rewind) is dropped."""
-        self._start_report((shard_id, lease, offset, records))()
-
     def reporter(self) -> Reporter:
         """A training's reporter: what it puts goes out in its steps, and while this feed's input waits for
         shards (no step may come until another worker's shard is done, and that may wait for this one's)."""
@@ -243,7 +239,8 @@ class ShardFeed:
         return self._reporter
 
     def _start_report(self, report: tuple[int, int, int, int]) -> Callable[[], None]:
-        """Sends one report; returns what waits for it to count."""
+        """Sends one report of trained records; returns what waits for it to count. A hand-out the service took
+        back (after a rewind) is dropped."""
         shard_id, lease, offset, records = report
         try:
             counted = self.client.start_report(self.dataset.name, shard_id, records, lease=lease, offset=offset)
