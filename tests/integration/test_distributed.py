@@ -54,7 +54,8 @@ def _result(text):
 def test_ps_chief_worker_and_evaluator_all_finish(tmp_path, steps_per_execution):
     model_dir = str(tmp_path / "model")
     os.makedirs(model_dir)
-    codes, output, elapsed = _run_cluster(model_dir, 200, f"--steps-per-execution={steps_per_execution}")
+    codes, output, elapsed = _run_cluster(model_dir, 200, f"--steps-per-execution={steps_per_execution}",
+                                          "--both-train")
     assert codes == {"ps": 0, "chief": 0, "worker": 0, "evaluator": 0}, {r: o[-2500:] for r, o in output.items()}
     evaluation = _result(output["evaluator"])
     assert evaluation["metrics"]["global_step"] >= 200 and evaluation["metrics"]["accuracy"] > 0.8
@@ -62,7 +63,8 @@ def test_ps_chief_worker_and_evaluator_all_finish(tmp_path, steps_per_execution)
     assert os.listdir(os.path.join(model_dir, "export", "best"))
     assert max(step for step, _ in read_events(os.path.join(model_dir, "eval"))["loss"]) >= 200
     assert "training is over; shutting down" in output["ps"]
-    # Both trainers advanced the shared global step: the worker logged steps too.
+    # Both trainers advanced the shared global step (the chief waited for the worker's first step to start).
+    assert _result(output["worker"])["training_calls"] >= 1 and _result(output["chief"])["training_calls"] >= 1
     assert "step " in output["worker"]
 
 
