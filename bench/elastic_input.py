@@ -11,11 +11,13 @@ conditions and none is charged for what another sets for its whole process:
   elastic_grpc       the same, with reports over gRPC too (the service's report line off), as before it
   file_reader_again  the plain pipeline once more: the control, whose "cost" is the measurement's noise
 The remote services run on the same cores as the trainers, as a local cluster's chief does.
+With `--against REV`, elastic@REV and elastic_remote@REV train with another version of elastimator (a git
+worktree of REV, its own processes and service): a change's cost or gain, side by side in one run.
 Each of `--rounds` rounds starts fresh processes (a process's own speed varies by a few percent, and a
 round's cost by about 5 points); the figures are the medians of the rounds' costs, each with a 90%
 bootstrap interval over the rounds.
 
-Run:  python bench/elastic_input.py [--rows 200000] [--steps 50] [--runs 10] [--rounds 9]
+Run:  python bench/elastic_input.py [--rows 200000] [--steps 50] [--runs 10] [--rounds 9] [--against REV]
       (--runs: timed turns per trainer and round)
 Results go to bench/results/elastic_input.{json,md}.
 """
@@ -39,26 +41,27 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples", "criteo"))
 import tensorflow as tf  # noqa: E402
 
 import deepfm  # noqa: E402
-import elastimator as est  # noqa: E402
 import generate_data  # noqa: E402
-from elastimator.data import DataSetInput, DataSetSpec, FileReader  # noqa: E402
-from elastimator.elastic.feed import ShardFeed, ShardReportHook  # noqa: E402
-from elastimator.elastic.client import ShardClient  # noqa: E402
-from elastimator.elastic.service import ShardServer, ShardService  # noqa: E402
-from elastimator.elastic.shards import ShardingSpec  # noqa: E402
 from report import add_timed_run_arguments, median_interval, write_results  # noqa: E402
 from timing import RoundRobin  # noqa: E402
+
+# elastimator itself is imported in each trainer's process, once it knows which version it trains with.
 
 TOKEN = "bench-token"
 
 
 INPUTS = ("file_reader", "elastic", "elastic_remote", "elastic_grpc", "file_reader_again")
-COMPARED = INPUTS[1:]
+AGAINST = ("elastic", "elastic_remote")
+"""The contenders that also run another version's code with --against."""
 
 
-def start_remote_service(model_dir: str, report_port: str = "0") -> tuple[subprocess.Popen, str]:
-    """`elastimator shard-service` in its own process; returns it and the address it printed."""
+def start_remote_service(model_dir: str, report_port: str = "0", src: str | None = None
+                         ) -> tuple[subprocess.Popen, str]:
+    """`elastimator shard-service` in its own process (from the source tree `src`, if given); returns it and the
+    address it printed."""
     env = dict(os.environ, ELASTIMATOR_JOB_TOKEN=TOKEN, TF_CPP_MIN_LOG_LEVEL="2")
+    if src:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
     process = subprocess.Popen([sys.executable, "-m", "elastimator.cli", "shard-service", "--model-dir", model_dir,
                                 "--report-port", report_port], stdout=subprocess.PIPE, text=True, env=env)
     address = process.stdout.readline().strip()
@@ -69,8 +72,14 @@ def start_remote_service(model_dir: str, report_port: str = "0") -> tuple[subpro
 
 
 @contextlib.contextmanager
-def trainer(kind: str, path: str, model_dir: str, args, epochs: int):
-    """The input and hooks of one contender, with its shard service running."""
+def trainer(kind: str, path: str, model_dir: str, args, epochs: int, src: str | None = None):
+    """The input and hooks of one contender, with its shard service running (from `src`, if given)."""
+    from elastimator.data import DataSetInput, DataSetSpec, FileReader
+    from elastimator.elastic.client import ShardClient
+    from elastimator.elastic.feed import ShardFeed, ShardReportHook
+    from elastimator.elastic.service import ShardServer, ShardService
+    from elastimator.elastic.shards import ShardingSpec
+
     spec = DataSetSpec(reader=FileReader(path), columns=generate_data.columns(), batch_size=args.batch_size,
                        name="train_set", epoch=epochs)
     server = process = feed = None
@@ -81,7 +90,7 @@ def trainer(kind: str, path: str, model_dir: str, args, epochs: int):
             client = ShardClient.in_process(server.service, worker="chief-0")
         elif kind in ("elastic_remote", "elastic_grpc"):
             process, address = start_remote_service(os.path.join(model_dir, "service"),
-                                                    report_port="0" if kind == "elastic_remote" else "off")
+                                                    report_port="0" if kind == "elastic_remote" else "off", src=src)
             client = ShardClient(address, TOKEN, worker="worker-0")
         if kind.startswith("elastic"):
             feed = ShardFeed(client, ShardingSpec(name="train_set", size=spec.reader.data_nums, epochs=epochs,
@@ -101,59 +110,90 @@ def trainer(kind: str, path: str, model_dir: str, args, epochs: int):
             process.wait(timeout=30)
 
 
-def train(kind: str, turn_hook, path: str, args, steps: int, epochs: int, tmp: str) -> None:
-    """One contender, in a process of its own: trains its input's model, taking turns through `turn_hook`."""
-    model_dir = os.path.join(tmp, kind)
-    with trainer(kind, path, model_dir, args, epochs) as (input_fn, hooks):
+def train(name: str, turn_hook, path: str, args, steps: int, epochs: int, tmp: str, src: str | None) -> None:
+    """One contender, in a process of its own: trains its input's model, taking turns through `turn_hook`.
+    A contender named KIND@REV trains with the source tree `src` (a worktree of REV) instead of this one's."""
+    kind, _, rev = name.partition("@")
+    if rev:
+        sys.path.insert(0, src)
+    import elastimator as est
+
+    if rev and not est.__file__.startswith(src):
+        raise RuntimeError(f"{name} imported elastimator from {est.__file__}, not from {src}")
+    model_dir = os.path.join(tmp, name.replace("@", "_at_"))
+    with trainer(kind, path, model_dir, args, epochs, src if rev else None) as (input_fn, hooks):
         estimator = est.Estimator(deepfm.criteo_model_fn, model_dir=os.path.join(model_dir, "model"),
                                   config=est.RunConfig(tf_random_seed=1))
         estimator.train(input_fn, hooks=[*hooks, turn_hook], steps=steps)
 
 
-def race(path: str, args, seed: int) -> RoundRobin:
-    """Trains one model per input, each in its own process, in turns; returns the timed turns."""
+def race(path: str, args, seed: int, contenders: tuple[str, ...], src: str | None) -> RoundRobin:
+    """Trains one model per contender, each in its own process, in turns; returns the timed turns."""
     # The turn hook acts on every call, so each input runs one step per call, as the elastic feed always does:
     # the figure is the input's cost alone. The turns go in a fresh order each cycle: in a fixed one, the plain
     # pipeline's two copies measured apart by 0 to 5% in every run, always the same way.
-    robin = RoundRobin(INPUTS, steps=args.steps, warmup=args.warmup, seed=seed)
+    robin = RoundRobin(contenders, steps=args.steps, warmup=args.warmup, seed=seed)
     steps = args.warmup + args.runs * args.steps
     epochs = math.ceil(steps * args.batch_size / args.rows) + 1
     with tempfile.TemporaryDirectory() as tmp:
-        robin.run(train, path, args, steps, epochs, tmp)
+        robin.run(train, path, args, steps, epochs, tmp, src)
     return robin
+
+
+@contextlib.contextmanager
+def worktree(rev: str | None):
+    """The `src` folder of a temporary git worktree of `rev` (None without one)."""
+    if rev is None:
+        yield None
+        return
+    repo = os.path.dirname(HERE)
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = os.path.join(tmp, "tree")
+        subprocess.run(["git", "-C", repo, "worktree", "add", "--detach", tree, rev], check=True,
+                       capture_output=True)
+        try:
+            yield os.path.join(tree, "src")
+        finally:
+            subprocess.run(["git", "-C", repo, "worktree", "remove", "--force", tree], check=False,
+                           capture_output=True)
 
 
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--against", metavar="REV", help="also train elastic and elastic_remote with the code of "
+                        "this git revision (a worktree), side by side")
     add_timed_run_arguments(parser)
     parser.set_defaults(steps=50, runs=10)
     args = parser.parse_args(argv)
+    contenders = INPUTS + tuple(f"{kind}@{args.against}" for kind in (AGAINST if args.against else ()))
+    compared = contenders[1:]
     rounds = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, worktree(args.against) as src:
         path = os.path.join(tmp, "criteo.tsv")
         generate_data.generate(path, args.rows)
         for round_ in range(args.rounds):
-            robin = race(path, args, seed=round_)
-            rates = {kind: robin.rate(kind, args.batch_size) for kind in INPUTS}
+            robin = race(path, args, seed=round_, contenders=contenders, src=src)
+            rates = {kind: robin.rate(kind, args.batch_size) for kind in contenders}
             rounds.append({"train_examples_per_sec": rates,
-                           "cost": {kind: 1 - rates[kind] / rates["file_reader"] for kind in COMPARED}})
-    round_costs = {kind: [r["cost"][kind] for r in rounds] for kind in COMPARED}
+                           "cost": {kind: 1 - rates[kind] / rates["file_reader"] for kind in compared}})
+    round_costs = {kind: [r["cost"][kind] for r in rounds] for kind in compared}
     cost = {kind: statistics.median(costs) for kind, costs in round_costs.items()}
     interval = {kind: median_interval(costs) for kind, costs in round_costs.items()}
     result = {"benchmark": "elastic_input", "rows": args.rows, "batch_size": args.batch_size,
               "steps_per_turn": args.steps, "turns": args.runs, "rounds": rounds, "warmup_steps": args.warmup,
               "train_examples_per_sec": {kind: statistics.median(r["train_examples_per_sec"][kind] for r in rounds)
-                                         for kind in INPUTS},
+                                         for kind in contenders},
               "throughput_cost": cost["elastic"], "throughput_cost_remote": cost["elastic_remote"],
               "throughput_cost_remote_grpc": cost["elastic_grpc"], "control_cost": cost["file_reader_again"],
               "throughput_cost_interval_90": interval,
               "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, TF {tf.__version__}"}
-    header = "| round | " + " | ".join(f"{kind} ex/s" for kind in INPUTS) + " | " + " | ".join(
-        f"{kind} cost" for kind in COMPARED) + " |\n|" + "---|" * (1 + len(INPUTS) + len(COMPARED)) + "\n"
-    rows = "".join(f"| {i + 1} | " + " | ".join(f"{r['train_examples_per_sec'][k]:,.0f}" for k in INPUTS) + " | "
-                   + " | ".join(f"{r['cost'][k]:.1%}" for k in COMPARED) + " |\n" for i, r in enumerate(rounds))
+    header = "| round | " + " | ".join(f"{kind} ex/s" for kind in contenders) + " | " + " | ".join(
+        f"{kind} cost" for kind in compared) + " |\n|" + "---|" * (1 + len(contenders) + len(compared)) + "\n"
+    rows = "".join(f"| {i + 1} | " + " | ".join(f"{r['train_examples_per_sec'][k]:,.0f}" for k in contenders)
+                   + " | " + " | ".join(f"{r['cost'][k]:.1%}" for k in compared) + " |\n"
+                   for i, r in enumerate(rounds))
     markdown = (
         f"# Elastic input vs a plain FileReader\n\nDeepFM-like model on a Criteo-shaped file ({args.rows} "
         f"rows), batch {args.batch_size}. Each trainer runs in a process of its own; they train in turns of "
@@ -166,10 +206,18 @@ def main(argv=None) -> dict:
         f"another process (workers, reports over the report line), {cost['elastic_grpc']:.1%} with their reports "
         f"over gRPC; the control measured {cost['file_reader_again']:.1%}.\n\n"
         "How far each median could move were the rounds run again (90% bootstrap interval over the rounds): "
-        + "; ".join(f"{kind} {interval[kind][0]:.1%} to {interval[kind][1]:.1%}" for kind in COMPARED) + ".\n"
+        + "; ".join(f"{kind} {interval[kind][0]:.1%} to {interval[kind][1]:.1%}" for kind in compared) + ".\n"
+        + (f"\nSide by side with the code of {args.against}: " + "; ".join(
+            f"{kind} costs {cost[kind]:.1%} here and {cost[kind + '@' + args.against]:.1%} with {args.against}, "
+            f"cheaper here in {_rounds_cheaper(rounds, kind, args.against)} of {len(rounds)} rounds"
+            for kind in AGAINST) + ".\n" if args.against else "")
     )
     write_results(args.out, "elastic_input", result, markdown)
     return result
+
+
+def _rounds_cheaper(rounds: list[dict], kind: str, rev: str) -> int:
+    return sum(r["cost"][kind] < r["cost"][f"{kind}@{rev}"] for r in rounds)
 
 
 if __name__ == "__main__":

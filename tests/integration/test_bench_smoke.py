@@ -63,12 +63,14 @@ def test_shard_service_load_and_elastic_input_benchmarks(tmp_path, monkeypatch):
 
     load = shard_service_load.main(["--clients", "4", "--shards", "200", "--out", str(tmp_path)])
     assert load["requests"] >= 400 and load["lost_or_duplicated_shards"] == 0
+    # --against HEAD: the committed code trains beside the working tree's, from a worktree the run removes.
     cost = elastic_input.main(["--rows", "3000", "--batch-size", "32", "--steps", "12", "--warmup", "2", "--runs", "1",
-                               "--rounds", "1", "--out", str(tmp_path)])
-    assert set(cost["train_examples_per_sec"]) == {"file_reader", "elastic", "elastic_remote", "elastic_grpc",
-                                                   "file_reader_again"}
-    assert set(cost["rounds"][0]["cost"]) == {"elastic", "elastic_remote", "elastic_grpc", "file_reader_again"}
-    assert (tmp_path / "elastic_input.md").exists() and (tmp_path / "shard_service_load.md").exists()
+                               "--rounds", "1", "--against", "HEAD", "--out", str(tmp_path)])
+    compared = {"elastic", "elastic_remote", "elastic_grpc", "file_reader_again", "elastic@HEAD", "elastic_remote@HEAD"}
+    assert set(cost["train_examples_per_sec"]) == {"file_reader", *compared}
+    assert set(cost["rounds"][0]["cost"]) == compared
+    assert "Side by side with the code of HEAD" in (tmp_path / "elastic_input.md").read_text()
+    assert (tmp_path / "shard_service_load.md").exists()
     for name in ("elastic_input", "shard_service_load"):
         sys.modules.pop(name, None)
 

@@ -13,7 +13,7 @@ from elastimator.elastic.feed import ShardFeed, ShardReportHook
 from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.client import ShardClient
 from elastimator.elastic.service import ShardServer, ShardService
-from elastimator.elastic.shards import Assigned, ShardingSpec, ShardBook, ShardServiceError, Wait
+from elastimator.elastic.shards import SHARD_TAG, Assigned, ShardingSpec, ShardBook, ShardServiceError, Wait
 
 pytestmark = pytest.mark.integration
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -274,3 +274,24 @@ def test_a_malformed_record_of_an_elastic_input_is_named_by_its_file_and_line(tm
         feed.stop()
     assert sorted(data.tally.examples) == [f"{tmp_path / 'a.csv'}:9: expected 2 fields, got 3",
                                            f"{tmp_path / 'b.csv'}:8: expected 2 fields, got 1"]
+
+
+def test_an_elastic_input_reads_several_batches_at_once_and_tags_each(tmp_path):
+    """A FileReader's shard is read a block of several batches at a time (here all of it: the records are short)
+    and split into batches in the pipeline; each batch has its own range in its tag, across files and headers."""
+    (tmp_path / "a.csv").write_text("id,label\n" + "".join(f"{i},0\n" for i in range(7)))
+    (tmp_path / "b.csv").write_text("".join(f"{i},0\n" for i in range(7, 13)))
+    columns = (Column.create("id", "int"), Column.create("label", "int", is_label=True))
+    spec = DataSetSpec(reader=FileReader(str(tmp_path / "*.csv")), columns=columns, batch_size=3)
+    feed = ShardFeed(ShardClient.in_process(ShardService(TOKEN), "w0"),
+                     ShardingSpec(name="train", size=13, shard_size=10), heartbeat_secs=60).start()
+    try:
+        batches = [(element.features["id"].numpy().tolist(), element.step_outputs[SHARD_TAG].numpy().tolist())
+                   for element in DataSetInput(spec, feed=feed)()]
+    finally:
+        feed.stop()
+    # Shards [0, 10) and [10, 13), in either order; batches of 3 from each shard's start, [6, 9) spanning both files.
+    batches.sort(key=lambda batch: batch[1][2])
+    assert [ids for ids, _ in batches] == [[0, 1, 2], [3, 4, 5], [6, 7, 8], [9], [10, 11, 12]]
+    assert [(shard, first, records) for _, (shard, _, first, records) in batches] == [
+        (0, 0, 3), (0, 3, 3), (0, 6, 3), (0, 9, 1), (1, 10, 3)]

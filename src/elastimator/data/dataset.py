@@ -27,6 +27,9 @@ from elastimator.inputs.python_source import from_python
 
 logger = logging.getLogger("elastimator")
 _READ_AHEAD = 1 << 20
+_ELASTIC_READ_BYTES = 4 << 20
+"""About how much text an elastic input reads from a FileReader in one Python call, in whole batches."""
+_ELASTIC_READ_MAX_BATCHES = 16
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -237,35 +240,56 @@ class DataSetInput:
     def _elastic_batches(self) -> tf.data.Dataset:
         """Batches of the shards the service hands this process, tagged [shard id, lease, first record, records].
 
-        A FileReader's batch comes as one block of text, a read per file, split into records by the parse step
-        (in C++, off the Python thread); bad records are named by file and line."""
+        A FileReader's records come as blocks of text, each several batches long (one Python call and one read per
+        file per block), split into records and batches in the pipeline (in C++, off the Python thread); bad
+        records are named by file and line. Other readers' records come a batch per call."""
         reader = self.spec.reader
-        blocks = isinstance(reader, FileReader)
-
-        def batches():
-            try:
-                if blocks:
-                    for start, end, tag in self.feed.ranges(self.spec.batch_size):
-                        yield reader.read_block(start, end), tag
-                else:
-                    for numbers, texts, tag in self.feed.batches(reader, self.spec.batch_size):
+        batch_size = self.spec.batch_size
+        if not isinstance(reader, FileReader):
+            def batches():
+                try:
+                    for numbers, texts, tag in self.feed.batches(reader, batch_size):
                         yield np.zeros(len(texts), np.int32), numbers, texts, tag
+                except ReaderError as e:
+                    self.reader_failure = e
+                    raise
+
+            signature = (tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int64),
+                         tf.TensorSpec([None], tf.string), tf.TensorSpec([4], tf.int64))
+            return from_python(batches, signature, name="elastic_batches")
+
+        per_read = _batches_per_read(reader, batch_size)
+
+        def blocks():
+            try:
+                for start, end, tag in self.feed.ranges(batch_size, per_read):
+                    yield reader.read_block(start, end), tag
             except ReaderError as e:
                 self.reader_failure = e
                 raise
 
-        tag = tf.TensorSpec([4], tf.int64)
-        if not blocks:
-            signature = (tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int64),
-                         tf.TensorSpec([None], tf.string), tag)
-            return from_python(batches, signature, name="elastic_batches")
+        def batches_of(block, tag):
+            """The block's batches, each tagged with its own range and its records located (for bad records'
+            messages)."""
+            records = tf.strings.split(block, "\n")
+            checked = tf.debugging.assert_equal(
+                tf.size(records, out_type=tf.int64), tag[3],
+                message="elastic input: a block read from the files split into a different number of records "
+                        "than its range holds")
+            with tf.control_dependencies([checked]):
+                firsts = tf.range(0, tag[3], batch_size)
 
-        def located(block, tag):
-            """Where the block's records are (for bad records' messages), worked out from the tag's range."""
-            files, lines = reader.locate(tf.range(tag[2], tag[2] + tag[3]))
-            return files, lines, block, tag
+            def batch(first):
+                count = tf.minimum(tag[3] - first, batch_size)
+                batch_tag = tf.stack([tag[0], tag[1], tag[2] + first, count])
+                files, lines = reader.locate(tf.range(batch_tag[2], batch_tag[2] + count))
+                return files, lines, records[first:first + count], batch_tag
 
-        return from_python(batches, (tf.TensorSpec([], tf.string), tag), name="elastic_batches").map(located)
+            return tf.data.Dataset.from_tensor_slices(firsts).map(batch)
+
+        read = from_python(blocks, (tf.TensorSpec([], tf.string), tf.TensorSpec([4], tf.int64)),
+                           name="elastic_blocks")
+        return read.flat_map(batches_of)
 
     def _file_batches(self, reader: FileReader) -> tf.data.Dataset:
         spec = self.spec
@@ -353,11 +377,17 @@ class DataSetInput:
         return dataset
 
 
+def _batches_per_read(reader: FileReader, batch_size: int) -> int:
+    """How many batches an elastic input reads from `reader` in one call: about _ELASTIC_READ_BYTES of text."""
+    batch_bytes = batch_size * reader.mean_record_bytes()
+    if batch_bytes <= 0:
+        return 1
+    return int(max(1, min(_ELASTIC_READ_MAX_BATCHES, _ELASTIC_READ_BYTES // batch_bytes)))
+
+
 def _tagged(parser: RecordParser):
     """Parses a tagged batch; the tag goes with it as a step output, for the hook that reports the batch."""
     def parse(sources, numbers, texts, tag):
-        if texts.shape.rank == 0:  # a block of records (DataSetInput._elastic_batches)
-            texts = tf.strings.split(texts, "\n")
         parsed = parser(sources, numbers, texts)
         features, labels = parsed if isinstance(parsed, tuple) else (parsed, None)
         return StepInput(features, labels, {SHARD_TAG: tag})

@@ -185,6 +185,11 @@ class FileReader(ElasticReader):
         self._offsets = list(itertools.accumulate(counts, initial=0))
         return self._offsets[-1]
 
+    def mean_record_bytes(self) -> float:
+        """Bytes on disk per record, headers included (compressed bytes for gzip files); 0 with no records."""
+        records = self.data_nums
+        return sum(os.path.getsize(f) for f in self.files) / records if records else 0.0
+
     @tf.autograph.experimental.do_not_convert  # plain Python where the pipeline's functions are traced
     def locate(self, records) -> tuple[tf.Tensor, tf.Tensor]:
         """(file index, 1-based line number) of each 0-based record index across the files, headers counted, as

@@ -170,8 +170,10 @@ class ShardFeed:
             yield (np.arange(start + 1, end + 1, dtype=np.int64),
                    np.asarray(reader.read_lines(start, end), dtype=object), tag)
 
-    def ranges(self, batch_size: int) -> Iterator[tuple[int, int, np.ndarray]]:
-        """(first record, end, [shard id, lease, first record, records]) per batch of each assigned shard.
+    def ranges(self, batch_size: int, batches_per_range: int = 1) -> Iterator[tuple[int, int, np.ndarray]]:
+        """(first record, end, [shard id, lease, first record, records]) per range of each assigned shard: a range
+        is `batches_per_range` batches (fewer at the shard's end), and its batches start every `batch_size` records
+        from the shard's first.
 
         Each call is a new iterator of the input (the first, or one re-created with its session after a parameter
         server failed): the shards an earlier one held, and had queued batches of, go back first, or they would
@@ -214,10 +216,10 @@ class ShardFeed:
                 time.sleep(0.2)
                 continue
             waited_since = None
-            for start in range(decision.start, decision.end, batch_size):
+            for start in range(decision.start, decision.end, batch_size * batches_per_range):
                 if not self.is_current(decision.lease):
                     break
-                end = min(decision.end, start + batch_size)
+                end = min(decision.end, start + batch_size * batches_per_range)
                 yield start, end, np.asarray([decision.shard_id, decision.lease, start, end - start], dtype=np.int64)
 
     def report_bad(self, records: list[tuple[str, str]], limit: int) -> tuple[int, str | None]:
