@@ -247,26 +247,18 @@ class DataSetInput:
         batch_size = self.spec.batch_size
         if not isinstance(reader, FileReader):
             def batches():
-                try:
-                    for numbers, texts, tag in self.feed.batches(reader, batch_size):
-                        yield np.zeros(len(texts), np.int32), numbers, texts, tag
-                except ReaderError as e:
-                    self.reader_failure = e
-                    raise
+                for numbers, texts, tag in self.feed.batches(reader, batch_size):
+                    yield np.zeros(len(texts), np.int32), numbers, texts, tag
 
             signature = (tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int64),
                          tf.TensorSpec([None], tf.string), tf.TensorSpec([4], tf.int64))
-            return from_python(batches, signature, name="elastic_batches")
+            return from_python(self._noting_failure(batches), signature, name="elastic_batches")
 
         per_read = _batches_per_read(reader, batch_size)
 
         def blocks():
-            try:
-                for start, end, tag in self.feed.ranges(batch_size, per_read):
-                    yield reader.read_block(start, end), tag
-            except ReaderError as e:
-                self.reader_failure = e
-                raise
+            for start, end, tag in self.feed.ranges(batch_size, per_read):
+                yield reader.read_block(start, end), tag
 
         def batches_of(block, tag):
             """The block's batches, each tagged with its own range and its records located (for bad records'
@@ -287,9 +279,20 @@ class DataSetInput:
 
             return tf.data.Dataset.from_tensor_slices(firsts).map(batch)
 
-        read = from_python(blocks, (tf.TensorSpec([], tf.string), tf.TensorSpec([4], tf.int64)),
+        read = from_python(self._noting_failure(blocks), (tf.TensorSpec([], tf.string), tf.TensorSpec([4], tf.int64)),
                            name="elastic_blocks")
         return read.flat_map(batches_of)
+
+    def _noting_failure(self, elements: Callable[[], Iterator]) -> Callable[[], Iterator]:
+        """`elements` (a generator function), keeping a ReaderError it raises as this input's `reader_failure`."""
+        def noted():
+            try:
+                yield from elements()
+            except ReaderError as e:
+                self.reader_failure = e
+                raise
+
+        return noted
 
     def _file_batches(self, reader: FileReader) -> tf.data.Dataset:
         spec = self.spec
@@ -354,24 +357,20 @@ class DataSetInput:
 
         def batches():
             epoch = 0
-            try:
-                while spec.epoch is None or epoch < spec.epoch:
-                    numbers, texts = [], []
-                    for number, text in self._python_records():
-                        numbers.append(number)
-                        texts.append(text)
-                        if len(texts) == spec.batch_size:
-                            yield np.zeros(len(texts), np.int32), np.asarray(numbers, np.int64), np.asarray(texts)
-                            numbers, texts = [], []
-                    if texts:
+            while spec.epoch is None or epoch < spec.epoch:
+                numbers, texts = [], []
+                for number, text in self._python_records():
+                    numbers.append(number)
+                    texts.append(text)
+                    if len(texts) == spec.batch_size:
                         yield np.zeros(len(texts), np.int32), np.asarray(numbers, np.int64), np.asarray(texts)
-                    epoch += 1
-            except ReaderError as e:
-                self.reader_failure = e
-                raise
+                        numbers, texts = [], []
+                if texts:
+                    yield np.zeros(len(texts), np.int32), np.asarray(numbers, np.int64), np.asarray(texts)
+                epoch += 1
 
         signature = (tf.TensorSpec([None], tf.int32), tf.TensorSpec([None], tf.int64), tf.TensorSpec([None], tf.string))
-        dataset = from_python(batches, signature, name="reader_batches")
+        dataset = from_python(self._noting_failure(batches), signature, name="reader_batches")
         if spec.shuffle:
             dataset = dataset.unbatch().shuffle(spec.shuffle_buffer_size).batch(spec.batch_size)
         return dataset
