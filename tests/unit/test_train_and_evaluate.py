@@ -209,3 +209,16 @@ def test_evaluator_runs_final_exports_for_an_already_evaluated_checkpoint(make_e
 
     result = eval_rounds.run_evaluator(estimator, eval_spec, max_steps=1000, sleep=sleep)
     assert result.step == 20 and result.final and len(result.export_results) == 1
+
+
+def test_a_checkpoint_caught_half_deleted_is_not_snapshotted(make_estimator, iris, tmp_path):
+    """keep_checkpoint_max deletes a checkpoint's files one by one: an evaluator that finds its index but not its
+    data moves on to the newest checkpoint instead of failing to restore."""
+    estimator = make_estimator()
+    estimator.train(train_input(*iris), max_steps=5)
+    checkpoint = tf.train.latest_checkpoint(estimator.model_dir)
+    whole = eval_rounds.snapshot(checkpoint, str(tmp_path / "whole"))
+    assert whole is not None and tf.train.load_variable(whole, "global_step") == 5
+    for data in tf.io.gfile.glob(checkpoint + ".data-*"):
+        os.remove(data)
+    assert eval_rounds.snapshot(checkpoint, str(tmp_path / "half")) is None
