@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -30,8 +31,11 @@ def test_a_port_in_use_is_named():
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        with pytest.raises(ClusterError, match=rf"port\(s\) {port} on 127.0.0.1 are in use"):
+        with pytest.raises(ClusterError, match=r"port\(s\) [\d, ]+ on 127.0.0.1 are in use") as refused:
             ClusterPlan.allocate(ps=1, max_workers=1, base_port=port)
+    # Another process on a busy machine may hold a port of the range as well; the one held here must be named.
+    named = re.search(r"port\(s\) ([\d, ]+) on", str(refused.value)).group(1).split(", ")
+    assert str(port) in named
 
 
 def test_out_of_range_requests_are_refused(tmp_path):
