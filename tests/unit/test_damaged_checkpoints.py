@@ -32,13 +32,20 @@ def _garbage_state_file(model_dir):
     return "checkpoint is unreadable (UnicodeDecodeError"
 
 
+def _lose_a_shard(model_dir):
+    """As keep_checkpoint_max leaves a two-shard checkpoint (parameter servers save a shard each) half deleted."""
+    data = glob.glob(os.path.join(model_dir, "model.ckpt-20.data-*"))[0]
+    os.rename(data, data.replace("-of-00001", "-of-00002"))
+    return "model.ckpt-20: it has 1 of its 2 .data files"
+
+
 def _remove_index(model_dir):
     os.remove(os.path.join(model_dir, "model.ckpt-20.index"))
     return "model.ckpt-20: its index file model.ckpt-20.index is missing"
 
 
-@pytest.mark.parametrize("damage", [_truncate_data, _garbage_state_file, _remove_index],
-                         ids=["truncated-data", "garbage-state-file", "missing-index"])
+@pytest.mark.parametrize("damage", [_truncate_data, _garbage_state_file, _remove_index, _lose_a_shard],
+                         ids=["truncated-data", "garbage-state-file", "missing-index", "missing-shard"])
 def test_training_resumes_from_the_newest_checkpoint_that_reads_whole(tmp_path, caplog, damage):
     model_dir = str(tmp_path / "model")
     estimator = est.Estimator(linear_model_fn, model_dir=model_dir, params={"n_classes": 3},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 
 import tensorflow as tf
@@ -123,6 +124,10 @@ def damage(prefix: str) -> str | None:
     return verdict
 
 
+_SHARD_COUNT = re.compile(r"\.data-\d+-of-(\d+)$")
+"""A data shard's name ends with its number and how many the checkpoint has: model.ckpt-5.data-00000-of-00002."""
+
+
 def _read_index_and_sizes(prefix: str) -> str | None:
     try:
         reader = tf.train.load_checkpoint(prefix)
@@ -132,6 +137,9 @@ def _read_index_and_sizes(prefix: str) -> str | None:
     shards = tf.io.gfile.glob(prefix + ".data-*")
     if not shards:
         return "it has no .data file"
+    named = _SHARD_COUNT.search(shards[0])
+    if named and len(shards) != int(named.group(1)):  # keep_checkpoint_max deletes the shards one by one
+        return f"it has {len(shards)} of its {int(named.group(1))} .data files"
     expected = sum(dtypes[name].size * _elements(shape) for name, shape in shapes.items()
                    if dtypes[name] != tf.string)
     held = sum(tf.io.gfile.stat(path).length for path in shards)

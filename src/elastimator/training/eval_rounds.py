@@ -81,10 +81,10 @@ def snapshot(checkpoint: str, directory: str) -> str | None:
 
     The chief keeps deleting old checkpoints (keep_checkpoint_max); evaluating a
     private snapshot means a fast-moving job cannot pull the files away mid-evaluation.
+    The snapshot is checked whole (`checkpoints.damage`) once made: the files are
+    deleted one by one, so the glob may have caught the index without its data.
     """
     files = tf.io.gfile.glob(checkpoint + ".*")
-    if not _whole_checkpoint(files):  # being deleted: the glob may have found its index but not all its data
-        return None
     tf.io.gfile.makedirs(directory)
     target = os.path.join(directory, os.path.basename(checkpoint))
     try:
@@ -95,16 +95,12 @@ def snapshot(checkpoint: str, directory: str) -> str | None:
             except OSError:
                 tf.io.gfile.copy(path, destination, overwrite=True)
     except (OSError, tf.errors.NotFoundError):
+        tf.io.gfile.rmtree(directory)
+        return None
+    if checkpoints.damage(target) is not None:
+        tf.io.gfile.rmtree(directory)
         return None
     return target
-
-
-def _whole_checkpoint(files: list[str]) -> bool:
-    """Whether `files` hold a whole checkpoint: its index and every data shard its shards' names count."""
-    data = [f for f in files if ".data-" in os.path.basename(f)]
-    if not data or not any(f.endswith(".index") for f in files):
-        return False
-    return len(data) == int(data[0].rsplit("-of-", 1)[1])
 
 
 def run_evaluator(estimator, eval_spec: EvalSpec, max_steps: int | None, *, poll_secs: float = 1.0,
