@@ -1,6 +1,7 @@
-"""The report line over real loopback sockets: reports travel it, anything else is refused, and a report
-it could not deliver goes over gRPC and still counts once."""
+"""The report line over real loopback sockets: reports and shard requests travel it, anything else is refused,
+and a call it could not deliver goes over gRPC and still counts once."""
 
+import itertools
 import json
 import socket
 import struct
@@ -45,12 +46,13 @@ def _read(stream) -> dict | None:
     return json.loads(stream.read(struct.unpack(">I", head)[0]))
 
 
-def test_reports_travel_the_line_and_count(server):
+def test_reports_and_requests_travel_the_line_and_count(server):
     client = ShardClient(server.address, TOKEN, worker="w0")
     shard = client.request("train")
     for offset in range(shard.start, shard.end, 2):
         client.report("train", shard.shard_id, 2, lease=shard.lease, offset=offset)
-    assert server.report_line.answered == client.reports_over_line == 5
+    assert client.request("train").shard_id != shard.shard_id
+    assert client.reports_over_line == 5 and server.report_line.answered == 5 + 2
     assert client.status("train")["trained_records"] == 10
     assert client.lease_floor is not None  # the line's replies carry the floor as gRPC's do
 
@@ -65,7 +67,7 @@ def test_a_report_counts_when_sent_and_its_reply_is_read_later_between_other_cal
     counted()
     assert client.status("train")["trained_records"] == 4
     client.report("train", shard.shard_id, 4, lease=shard.lease, offset=shard.start + 4)
-    assert client.reports_over_line == server.report_line.answered == 2
+    assert client.reports_over_line == 2 and server.report_line.answered == 2 + 1  # and the request
     assert client.status("train")["trained_records"] == 8
 
 
@@ -75,9 +77,9 @@ def test_the_line_refuses_a_wrong_token_other_calls_and_garbage(server):
     assert _read(stream) is None  # and closes
 
     sock, stream = _line_to(server, {"token": TOKEN, "worker": "w0"})
-    assert _read(stream) == {}
+    assert _read(stream) == {"methods": ["report", "request"]}
     _send(sock, {"method": "fail_worker", "failed_worker": "w1"})
-    assert "takes 'report' calls only" in _read(stream)["error"]
+    assert "takes 'report' and 'request' calls only" in _read(stream)["error"]
     _send(sock, {"method": "report", "dataset": "train", "worker": "w0", "shard_id": 0, "consumed": 1,
                  "offset": 0})
     assert "FAILED_PRECONDITION" in _read(stream)["error"]  # w0 holds no shard: the book's own refusal
@@ -87,7 +89,7 @@ def test_the_line_refuses_a_wrong_token_other_calls_and_garbage(server):
     assert _read(stream) is None  # not a frame of ours: closed
 
     sock, stream = _line_to(server, {"token": TOKEN})
-    assert _read(stream) == {}
+    assert "methods" in _read(stream)
     sock.sendall(struct.pack(">I", 3) + b"[1]")
     assert _read(stream) is None
 
@@ -97,41 +99,68 @@ def test_the_line_refuses_a_wrong_token_other_calls_and_garbage(server):
     assert client.status("train")["trained_records"] == 1
 
 
-def test_a_report_whose_reply_the_line_lost_is_sent_over_grpc_and_counts_once(server):
-    """A proxy in front of the line passes each report on and then cuts the connection instead of passing
-    the service's reply back: the report reached the book, the worker cannot know it, and sends it again."""
+def _lossy_proxy(server, passes: list[int | None]) -> list[int]:
+    """A proxy in front of the line. Its i-th connection passes the hello and `passes[i]` calls each way, then
+    passes one call more and cuts the connection instead of passing the service's reply back: the call reached
+    the book, and the worker cannot know it. None passes everything. Returns the cuts as they happen."""
     listener = socket.create_server(("127.0.0.1", 0))
     target = server.report_line.port
     server.report_line.port = listener.getsockname()[1]  # what the service announces: the proxy
     cuts = []
 
     def proxy():
-        while True:
+        for passed in passes:
             try:
                 worker_side, _ = listener.accept()
             except OSError:
                 return
             service_side = socket.create_connection(("127.0.0.1", target))
             worker_in, service_in = worker_side.makefile("rb"), service_side.makefile("rb")
-            _send(service_side, _read(worker_in))  # hello
-            _send(worker_side, _read(service_in))
-            _send(service_side, _read(worker_in))  # the report ...
-            _read(service_in)  # ... reaches the book, and its reply is lost
+            for _ in range(1 + passed) if passed is not None else itertools.count():  # the hello, the calls passed
+                call = _read(worker_in)
+                if call is None:
+                    break
+                _send(service_side, call)
+                _send(worker_side, _read(service_in))
+            if passed is None:
+                continue
+            _send(service_side, _read(worker_in))  # this call reaches the book ...
+            _read(service_in)  # ... and its reply is lost
             cuts.append(1)
             for side in (worker_side, service_side):
                 side.shutdown(socket.SHUT_RDWR)  # the file objects would keep a bare close() from closing
                 side.close()
+        listener.close()
 
     threading.Thread(target=proxy, daemon=True).start()
-    try:
-        client = ShardClient(server.address, TOKEN, worker="w0")
-        shard = client.request("train")
-        client.report("train", shard.shard_id, 3, lease=shard.lease, offset=shard.start)
-        assert cuts == [1] and client.status("train")["trained_records"] == 3  # once, not twice
-        client.report("train", shard.shard_id, 3, lease=shard.lease, offset=shard.start + 3)  # a new line
-        assert cuts == [1, 1] and client.status("train")["trained_records"] == 6
-    finally:
-        listener.close()
+    return cuts
+
+
+def test_a_report_whose_reply_the_line_lost_is_sent_over_grpc_and_counts_once(server):
+    cuts = _lossy_proxy(server, passes=[1, 0])
+    client = ShardClient(server.address, TOKEN, worker="w0")
+    shard = client.request("train")  # passed
+    client.report("train", shard.shard_id, 3, lease=shard.lease, offset=shard.start)
+    assert cuts == [1] and client.status("train")["trained_records"] == 3  # once, not twice
+    client.report("train", shard.shard_id, 3, lease=shard.lease, offset=shard.start + 3)  # a new line
+    assert cuts == [1, 1] and client.status("train")["trained_records"] == 6
+
+
+def test_a_request_whose_reply_the_line_lost_gets_the_same_shard_over_grpc(server):
+    cuts = _lossy_proxy(server, passes=[0, None])
+    client = ShardClient(server.address, TOKEN, worker="w0")
+    shard = client.request("train")
+    assert cuts == [1] and client.status("train")["doing_shards"] == 1  # not a second shard, out for no one
+    client.report("train", shard.shard_id, 10, lease=shard.lease, offset=shard.start)  # it is this worker's
+    assert client.status("train")["done_shards"] == 1 and client.reports_over_line == 1
+
+
+def test_an_older_service_whose_line_takes_reports_only_gets_requests_over_grpc(server, monkeypatch):
+    monkeypatch.setattr(report_line, "LINE_METHODS", ("report",))  # what the service announces, and takes
+    client = ShardClient(server.address, TOKEN, worker="w0")
+    shard = client.request("train")
+    client.report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start)
+    assert client.reports_over_line == server.report_line.answered == 1
 
 
 def test_reports_go_over_grpc_where_the_line_is_off_or_out_of_reach(server):
@@ -160,7 +189,7 @@ def test_connections_past_the_limit_are_closed_and_their_reports_go_over_grpc(se
     # Authenticated lines hold their slots for as long as they are open (a line without a hello would lose its
     # slot after HELLO_TIMEOUT_SECS, which a slow machine could reach before the client below connects).
     held = [_line_to(server, {"token": TOKEN, "worker": f"held{i}"}) for i in range(2)]
-    assert [_read(stream) for _, stream in held] == [{}, {}]
+    assert all("methods" in _read(stream) for _, stream in held)
     _, stream = _line_to(server)
     assert _read(stream) is None  # closed at once
     client = ShardClient(server.address, TOKEN, worker="w0")

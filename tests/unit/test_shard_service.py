@@ -99,6 +99,27 @@ def test_what_the_service_refuses_leaves_no_trace():
     assert service.book.status("train")["trained_records"] == 2
 
 
+def test_a_request_sent_again_gets_the_shard_it_was_handed():
+    """A request whose reply was lost (a report line that broke, a deadline that passed) is sent again with
+    the same id; a second shard would stay out with no one to train it."""
+    service = ShardService(TOKEN)
+    service.handle("add_dataset", {"dataset": {"name": "train", "size": 40, "shard_size": 4}})
+    ask = lambda request_id, worker="w0": service.handle(  # noqa: E731
+        "request", {"dataset": "train", "worker": worker, "request_id": request_id})
+    doing = lambda: service.book.status("train")["doing_shards"]  # noqa: E731
+    first = ask("a-1")
+    assert ask("a-1") == first and doing() == 1
+    second = ask("a-2")
+    assert second["shard_id"] != first["shard_id"] and doing() == 2
+    assert ask("a-2", worker="w1")["shard_id"] != second["shard_id"] and doing() == 3  # ids are per worker
+    service.handle("fail_worker", {"failed_worker": "w0"})
+    assert ask("a-2")["lease"] != second["lease"]  # its shard went back: the request is answered anew
+    with pytest.raises(ShardServiceError, match="field 'request_id' must be a str; got 7"):
+        ask(7)
+    without_id = lambda: service.handle("request", {"dataset": "train", "worker": "w2"})  # noqa: E731
+    assert without_id()["shard_id"] != without_id()["shard_id"]  # an older client's: each one is new
+
+
 def test_seal_store_keeps_the_newest(tmp_path):
     store = SealStore(str(tmp_path), keep=2)
     for step in (10, 20, 30):

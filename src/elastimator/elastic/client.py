@@ -2,23 +2,25 @@
 
 Messages are JSON objects; every call carries the job token. A call is retried
 while the service is unreachable (a chief restarting), for up to `retry_secs`.
-Reports go over the service's report line (elastic/report_line.py) where it
-has one and this process can reach it, else over gRPC; a report the line could
-not deliver is sent again over gRPC.
+Reports and shard requests go over the service's report line
+(elastic/report_line.py) where it has one and this process can reach it, else
+over gRPC; a call the line could not deliver is sent again over gRPC.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
+import secrets
 import threading
 import time
 from typing import Any, Callable
 
 import grpc
 
-from elastimator.elastic.report_line import ReportLine
+from elastimator.elastic.report_line import LINE_METHODS, ReportLine
 from elastimator.elastic.service import KEEPALIVE_MS, METHODS, SERVER_METHODS, SERVICE, TOKEN_HEADER, ShardService
 from elastimator.elastic.shards import (Assigned, ShardBook, ShardingSpec, Drained, Failed, Finished,
                                         ShardServiceError, Wait)
@@ -39,8 +41,8 @@ takes to find a peer gone (a cut network). A reply normally takes under a millis
 
 
 class _GrpcTransport:
-    """Calls a remote service: JSON over gRPC, retried while the service is unreachable; reports over the
-    report line while it works."""
+    """Calls a remote service: JSON over gRPC, retried while the service is unreachable; reports and shard requests
+    over the report line while it works."""
 
     def __init__(self, address: str, token: str, timeout_secs: float, retry_secs: float, worker: str,
                  report_line: bool):
@@ -65,34 +67,37 @@ class _GrpcTransport:
         self._calls = {m: self._channel.unary_unary(f"/{SERVICE}/{m}") for m in METHODS + SERVER_METHODS}
 
     def start(self, method: str, request: dict) -> Callable[[], dict]:
-        """Makes a call; returns what reads its reply. A report over the line is read when asked for, so its
-        round trip overlaps whatever the caller does meanwhile; any other call is answered before this returns."""
-        if method == "report" and self._line_wanted:
+        """Makes a call; returns what reads its reply. A call over the line is read when asked for, so its
+        round trip overlaps whatever the caller does meanwhile; one over gRPC is answered before this returns."""
+        if method in LINE_METHODS and self._line_wanted:
             with self._line_lock:
                 line = self._line or self._open_line()
-                if line is not None:
+                if line is not None and method in line.methods:
                     try:
                         number = line.send({"method": method, **request})
-                        return lambda: self._line_reply(line, number, request)
+                        return lambda: self._line_reply(line, number, method, request)
                     except ConnectionError as e:
                         self._line_broke(e)
         reply = self._over_grpc(method, request)
         return lambda: reply
 
-    def _line_reply(self, line: ReportLine, number: int, request: dict) -> dict:
+    def _line_reply(self, line: ReportLine, number: int, method: str, request: dict) -> dict:
         with self._line_lock:
             try:
-                reply = line.reply(number)
-                self.line_reports += 1
+                reply = line.reply(number, method)
+                if method == "report":
+                    self.line_reports += 1
                 return reply
             except ConnectionError as e:
                 self._line_broke(e)
-        return self._over_grpc("report", request)  # the book counts a report delivered twice once
+        # Sent again: the book counts a report delivered twice once, and a request with the same id gets the
+        # shard it was handed the first time.
+        return self._over_grpc(method, request)
 
     def _line_broke(self, error: ConnectionError) -> None:
         # The service restarted (with the chief) or the network broke: gRPC waits for the service to come back,
         # and the next report asks for its line again.
-        logger.info("%s; this report goes over gRPC.", error)
+        logger.info("%s; this call goes over gRPC.", error)
         self._line = None
 
     def _open_line(self) -> ReportLine | None:
@@ -161,9 +166,12 @@ class ShardClient:
         self.worker = worker
         self._transport: _GrpcTransport | _InProcessTransport = _GrpcTransport(
             address, token, timeout_secs, retry_secs, worker, report_line)
-        self._init_floor()
+        self._init_call_state()
 
-    def _init_floor(self) -> None:
+    def _init_call_state(self) -> None:
+        self._request_ids = secrets.token_hex(8)
+        """Makes this client's request ids its own: a restarted worker of the same name counts from 1 again."""
+        self._request_count = itertools.count(1)
         self.lease_floor: int | None = None
         """The newest lease floor the service's replies told (None before the first)."""
         self._floor_call = 0
@@ -177,7 +185,7 @@ class ShardClient:
         client = cls.__new__(cls)
         client.worker = worker
         client._transport = _InProcessTransport(service)
-        client._init_floor()
+        client._init_call_state()
         return client
 
     def call(self, method: str, **request: Any) -> dict:
@@ -219,7 +227,9 @@ class ShardClient:
         self.call("add_dataset", dataset=dataclasses.asdict(spec))
 
     def request(self, dataset: str) -> Assigned | Wait | Drained | Finished | Failed:
-        reply = self.call("request", dataset=dataset)
+        """The next shard of `dataset` for this worker. The request carries an id of its own: sent again (its reply
+        was lost), it gets the same shard."""
+        reply = self.call("request", dataset=dataset, request_id=f"{self._request_ids}-{next(self._request_count)}")
         if reply["decision"] == "assigned":
             return Assigned(reply["shard_id"], reply["epoch"], reply["start"], reply["end"], reply["lease"])
         if reply["decision"] == "failed":

@@ -1,16 +1,20 @@
-"""The report line: a worker's per-step reports to the shard service over a plain TCP connection.
+"""The report line: a worker's calls on the training path (a report per step, a shard request every few steps) to
+the shard service over a plain TCP connection.
 
-A trainer reports once per step, and over gRPC each report costs about 340 µs
+A trainer reports once per step, and over gRPC each call costs about 340 µs
 of the service's CPU and 200 µs of the worker's (Python gRPC's own work per
 call), taken from the cores that train. On a connection of its own, framed as
 4-byte big-endian lengths before UTF-8 JSON, the same report costs some 25 µs
 on each side.
 
-The line carries `report` calls only; every other call, and any report the
-line could not deliver, goes over gRPC (a retried report counts once: the book
-knows each report by its lease and first record). A connection opens with a
-hello frame, `{"token": ..., "worker": ...}`, answered `{}` or with an error
-before the server closes it. The server binds the same host as the gRPC
+The line carries `report` and `request` calls (`LINE_METHODS`); every other
+call, and any call the line could not deliver, goes over gRPC. Both are safe to
+send again: the book knows each report by its lease and first record, and the
+service answers a request sent again (the same `request_id`) with the shard it
+handed out the first time. A connection opens with a hello frame,
+`{"token": ..., "worker": ...}`, answered with the methods the line takes,
+`{"methods": [...]}` (an older service answers `{}`: reports only), or with an
+error before the server closes it. The server binds the same host as the gRPC
 endpoint (loopback unless configured), reads JSON only, and refuses frames
 over `MAX_FRAME_BYTES`.
 """
@@ -34,6 +38,8 @@ HELLO_TIMEOUT_SECS = 10.0
 """An unauthenticated connection that says nothing this long is dropped."""
 MAX_CONNECTIONS = 1024
 """One per worker; past this many at once, new connections are closed (their reports go over gRPC)."""
+LINE_METHODS = ("report", "request")
+"""The calls the line carries: those a trainer makes every step or every few."""
 _LENGTH = struct.Struct(">I")
 
 
@@ -67,7 +73,7 @@ def read_frame(stream) -> dict:
 
 
 class ReportLineServer:
-    """Accepts report lines and answers each report with `handle("report", request)`.
+    """Accepts report lines and answers each call with `handle(method, request)`.
 
     Args:
         handle: The service's call handler (`ShardService.handle`).
@@ -86,7 +92,7 @@ class ReportLineServer:
         self._lock = threading.Lock()
         self._stopped = False
         self.answered = 0
-        """Reports answered so far (refusals included)."""
+        """Calls answered so far (refusals included)."""
 
     def start(self) -> "ReportLineServer":
         threading.Thread(target=self._accept_loop, name="report-line-accept", daemon=True).start()
@@ -130,7 +136,7 @@ class ReportLineServer:
             if not isinstance(token, str) or not self._check_token(token):
                 send_frame(connection, {"error": f"UNAUTHENTICATED: {TOKEN_REFUSED}"})
                 return
-            send_frame(connection, {})
+            send_frame(connection, {"methods": list(LINE_METHODS)})
             connection.settimeout(None)
             while True:
                 send_frame(connection, self._answer(read_frame(stream)))
@@ -146,11 +152,11 @@ class ReportLineServer:
         with self._lock:
             self.answered += 1
         method = request.pop("method", None)
-        if method != "report":
-            return {"error": f"INVALID_ARGUMENT: the report line takes 'report' calls only; got {method!r}. "
-                             "Other calls go over gRPC."}
+        if method not in LINE_METHODS:
+            return {"error": f"INVALID_ARGUMENT: the report line takes {' and '.join(map(repr, LINE_METHODS))} "
+                             f"calls only; got {method!r}. Other calls go over gRPC."}
         try:
-            return self._handle("report", request)
+            return self._handle(method, request)
         except ShardServiceError as e:
             return {"error": f"{e.status}: {e}"}
 
@@ -181,12 +187,14 @@ class ReportLine:
         except OSError as e:
             raise ConnectionError(f"no report line to {host}:{port}: {e}") from None
         try:
-            self.reply(self.send({"token": token, "worker": worker}))
+            hello = self.reply(self.send({"token": token, "worker": worker}), "report line")
         except ConnectionError as e:  # already closed
             raise ConnectionError(f"no report line to {host}:{port}: {e}") from None
         except ShardServiceError:  # the token refused: the server has closed its end
             self.close()
             raise
+        self.methods = frozenset(hello.get("methods", ["report"]))
+        """The calls this line takes (an older service's: reports only)."""
 
     def send(self, message: dict) -> int:
         """Sends one frame; returns its number, for `reply`."""
@@ -197,8 +205,8 @@ class ReportLine:
         self._sent += 1
         return self._sent
 
-    def reply(self, number: int) -> dict:
-        """The reply to the frame `send` numbered `number` (read once)."""
+    def reply(self, number: int, method: str = "report") -> dict:
+        """The reply to the frame `send` numbered `number` (read once); `method` names the call in an error."""
         while self._read < number:
             try:
                 self._unclaimed[self._read + 1] = read_frame(self._stream)
@@ -207,7 +215,7 @@ class ReportLine:
             self._read += 1
         reply = self._unclaimed.pop(number)
         if "error" in reply:
-            raise ShardServiceError(f"shard service report failed: {reply['error']}")
+            raise ShardServiceError(f"shard service {method} failed: {reply['error']}")
         return reply
 
     def _broke(self, error: Exception):

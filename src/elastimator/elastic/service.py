@@ -91,6 +91,9 @@ class ShardService:
         """Workers that have been told the lease floor since the last rewind."""
         self._holders: set[str] = set()
         """Workers whose shards the last rewind took back."""
+        self._handed: dict[str, tuple[tuple[str, str], dict]] = {}
+        """Per worker, its last request that got a shard ((data set, request id)) and the reply: a request sent again
+        gets the same shard."""
         self._handing_out = True
         """False from a resume until the chief has restored the model (`open`): shards wait until then."""
         self._handlers: dict[str, Callable[[dict], dict]] = {
@@ -184,11 +187,23 @@ class ShardService:
 
     def _request(self, request):
         worker = _field(request, "worker", str)
+        dataset = _field(request, "dataset", str)
+        request_id = _field(request, "request_id", str) if request.get("request_id") is not None else None
+        handed = self._handed.get(worker)
+        if request_id is not None and handed is not None and handed[0] == (dataset, request_id):
+            # The same request again: its reply was lost (a line that broke, a deadline passed). The shard it
+            # handed out, if still the worker's, is the answer; a second one would stay out with no one to train it.
+            shard = handed[1]
+            if self.book.leased(dataset, worker, shard["shard_id"], shard["lease"]):
+                return dict(shard)
         if not self._handing_out:
             return {"decision": "wait"}
-        decision = self.book.request(_field(request, "dataset", str), worker)
+        decision = self.book.request(dataset, worker)
         if isinstance(decision, Assigned):
-            return {"decision": "assigned", **dataclasses.asdict(decision)}
+            reply = {"decision": "assigned", **dataclasses.asdict(decision)}
+            if request_id is not None:
+                self._handed[worker] = ((dataset, request_id), reply)
+            return dict(reply)
         if isinstance(decision, Finished):
             self._told_finished.add(worker)
             return {"decision": "finished"}

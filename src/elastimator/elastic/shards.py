@@ -345,13 +345,17 @@ class ShardBook:
     def release(self, name: str, worker: str, shard_id: int, lease: int) -> bool:
         """`worker` gives back one shard it holds and will not train (its input was re-created while the shard
         was being handed out); returns whether it still held it."""
-        dataset = self._get(name)
-        shard = dataset.doing.get(shard_id)
-        if shard is None or shard.owner != worker or shard.lease != lease:
+        if not self.leased(name, worker, shard_id, lease):
             return False
-        del dataset.doing[shard_id]
+        dataset = self._get(name)
+        shard = dataset.doing.pop(shard_id)
         self._give_back(dataset, shard)
         return True
+
+    def leased(self, name: str, worker: str, shard_id: int, lease: int) -> bool:
+        """Whether `worker` still holds shard `shard_id` of `name` under `lease`."""
+        shard = self._get(name).doing.get(shard_id)
+        return shard is not None and shard.owner == worker and shard.lease == lease
 
     def fail_worker(self, worker: str) -> int:
         """Gives `worker`'s shards back from where it stopped; returns how many went back."""
