@@ -7,8 +7,9 @@ conditions and none is charged for what another sets for its whole process:
   file_reader        the plain FileReader pipeline (no service)
   elastic            the service in the training process, as the chief (or a local job) hosts it
   elastic_remote     the service in another process (`elastimator shard-service`), as every worker but the
-                     chief reaches it: requests over gRPC, reports over the report line
-  elastic_grpc       the same, with reports over gRPC too (the service's report line off), as before it
+                     chief reaches it: reports and shard requests over the report line, the rest over gRPC
+  elastic_grpc       the same, with reports and requests over gRPC too (the service's report line off), as
+                     before the line
   file_reader_again  the plain pipeline once more: the control, whose "cost" is the measurement's noise
 The remote services run on the same cores as the trainers, as a local cluster's chief does.
 With `--against REV`, elastic@REV and elastic_remote@REV train with another version of elastimator (a git
@@ -209,8 +210,8 @@ def main(argv=None) -> dict:
         + header + rows
         + f"\n**Throughput cost of elastic input (median of the rounds): {cost['elastic']:.1%}** with the service "
         f"in the training process (chief, local job); **{cost['elastic_remote']:.1%}** with the service in "
-        f"another process (workers, reports over the report line), {cost['elastic_grpc']:.1%} with their reports "
-        f"over gRPC; the control measured {cost['file_reader_again']:.1%}.\n\n"
+        f"another process (workers, reports and requests over the report line), {cost['elastic_grpc']:.1%} "
+        f"with them over gRPC; the control measured {cost['file_reader_again']:.1%}.\n\n"
         "How far each median could move were the rounds run again (90% bootstrap interval over the rounds): "
         + "; ".join(f"{kind} {interval[kind][0]:.1%} to {interval[kind][1]:.1%}" for kind in compared) + ".\n\n"
         "Against `file_reader` alone, as runs before this one measured: "
