@@ -96,7 +96,7 @@ class _GrpcTransport:
 
     def _line_broke(self, error: ConnectionError) -> None:
         # The service restarted (with the chief) or the network broke: gRPC waits for the service to come back,
-        # and the next report asks for its line again.
+        # and the next call on the line asks for it again.
         logger.info("%s; this call goes over gRPC.", error)
         self._line = None
 
