@@ -75,6 +75,22 @@ def test_shard_service_load_and_elastic_input_benchmarks(tmp_path, monkeypatch):
         sys.modules.pop(name, None)
 
 
+@pytest.mark.slow
+def test_elastic_step_trace_benchmark_traces_the_elastic_steps_python_calls(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
+    import elastic_step_trace
+
+    result = elastic_step_trace.main(["--rows", "2000", "--batch-size", "32", "--warmup", "3", "--traced", "4",
+                                      "--rounds", "1", "--floor-calls", "20", "--out", str(tmp_path)])
+    figures = result["median_micros"]
+    assert "shard_reports/settled duration" not in figures["file_reader"]
+    for kind in ("elastic", "elastic_remote"):
+        assert {"span", "shard_reports/send duration", "shard_reports/settled duration"} <= set(figures[kind])
+    assert set(result["numpy_function_floor_micros"]) == {"without", "with"}
+    assert (tmp_path / "elastic_step_trace.md").exists()
+    sys.modules.pop("elastic_step_trace", None)
+
+
 def test_shard_seals_benchmark_writes_its_results(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
     import shard_seals

@@ -1,0 +1,180 @@
+"""Where elastic input's time goes inside a training step: the two Python calls it adds, traced.
+
+elastic_input.py measures what elastic input costs in examples/s; this shows where. Every elastic step runs
+two `numpy_function` ops: `shard_reports/send` (sends the previous batch's report, beside the forward pass)
+and `shard_reports/settled` (the write gate: waits for that report's acknowledgement and checks the batch's
+lease, after the loss and before any write, so it is on the step's path). Each contender below trains the
+benchmark's DeepFM-like model from the same Criteo-shaped file in a process of its own, one step per call,
+and traces `--traced` steps after `--warmup` (RunOptions FULL_TRACE step stats):
+  file_reader      the plain FileReader pipeline
+  elastic          the shard service in the training process (chief, local job)
+  elastic_remote   the service in another process, reports and requests over its report line (workers)
+The figures are the medians over every traced step of all rounds: each op's duration and where it starts in
+the step, and the step's span. Tracing slows every step alike, so spans compare contenders here but are not
+their training speed (elastic_input.py measures that).
+
+`numpy_function floor`: what one trivial `numpy_function` (no work, one small input) adds to a session call
+on this machine, outside any model: a graph run with and without it, interleaved, in one process.
+
+Run:  python bench/elastic_step_trace.py [--rows 200000] [--warmup 150] [--traced 60] [--rounds 3]
+Results go to bench/results/elastic_step_trace.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples", "criteo"))
+
+import tensorflow as tf  # noqa: E402
+
+import elastic_input  # noqa: E402
+import generate_data  # noqa: E402
+from report import RESULTS, write_results  # noqa: E402
+
+CONTENDERS = ("file_reader", "elastic", "elastic_remote")
+OPS = ("shard_reports/send", "shard_reports/settled")
+"""The elastic step's Python calls, by node name."""
+
+
+class StepTrace(tf.compat.v1.train.SessionRunHook):
+    """Traces the calls after the first `warmup` ones and keeps, per traced call, its span and the start and
+    duration of each op in `OPS` (microseconds, from the call's first op); stops training after `traced`."""
+
+    def __init__(self, warmup: int, traced: int):
+        self._warmup, self._traced, self._calls = warmup, traced, 0
+        self.steps: list[dict[str, float]] = []
+
+    def before_run(self, run_context):
+        self._calls += 1
+        if self._calls > self._warmup:
+            return tf.compat.v1.train.SessionRunArgs(None, options=tf.compat.v1.RunOptions(
+                trace_level=tf.compat.v1.RunOptions.FULL_TRACE))
+        return None
+
+    def after_run(self, run_context, run_values):
+        if self._calls <= self._warmup:
+            return
+        nodes = [n for device in run_values.run_metadata.step_stats.dev_stats for n in device.node_stats]
+        first = min(n.all_start_micros for n in nodes)
+        step = {"span": max(n.all_start_micros + n.all_end_rel_micros for n in nodes) - first}
+        for n in nodes:
+            if n.node_name in OPS:
+                step[f"{n.node_name} start"] = n.all_start_micros - first
+                step[f"{n.node_name} duration"] = n.all_end_rel_micros
+        self.steps.append(step)
+        if len(self.steps) >= self._traced:
+            run_context.request_stop()
+
+
+def trace_contender(kind: str, path: str, rows: int, batch_size: int, warmup: int, traced: int) -> list[dict]:
+    """Trains `kind`'s input in this (fresh) process; returns its traced steps."""
+    import elastimator as est
+    import deepfm
+
+    args = argparse.Namespace(rows=rows, batch_size=batch_size)
+    epochs = (warmup + traced + 10) * batch_size // rows + 2
+    trace = StepTrace(warmup, traced)
+    with tempfile.TemporaryDirectory() as tmp:
+        # A plain SessionRunHook (no several_steps_per_call): one step per call, as elastic_input's turns run.
+        with elastic_input.trainer(kind, path, tmp, args, epochs) as (input_fn, hooks):
+            estimator = est.Estimator(deepfm.criteo_model_fn, model_dir=os.path.join(tmp, "model"),
+                                      config=est.RunConfig(tf_random_seed=1))
+            estimator.train(input_fn, hooks=[*hooks, trace], steps=warmup + traced)
+    if len(trace.steps) < traced:
+        raise RuntimeError(f"{kind} traced {len(trace.steps)} steps of {traced}: its input ended early")
+    return trace.steps
+
+
+def numpy_function_floor(calls: int, rounds: int) -> dict[str, float]:
+    """Microseconds per session call of a tiny graph without and with one trivial numpy_function it waits for,
+    interleaved over `rounds`; medians."""
+    import numpy as np
+
+    tf.compat.v1.disable_eager_execution()
+    given = tf.compat.v1.placeholder_with_default(tf.zeros([4], tf.int64), [4])
+    plain = tf.identity(given)
+    checked = tf.numpy_function(lambda tags: np.bool_(True), [given], tf.bool, stateful=True)
+    with tf.control_dependencies([checked]):
+        gated = tf.identity(given)
+    timings: dict[str, list[float]] = {"without": [], "with": []}
+    with tf.compat.v1.Session() as session:
+        for _ in range(rounds):
+            for name, fetch in (("without", plain), ("with", gated)):
+                for _ in range(calls // 10):
+                    session.run(fetch)
+                start = time.perf_counter()
+                for _ in range(calls):
+                    session.run(fetch)
+                timings[name].append((time.perf_counter() - start) / calls * 1e6)
+    return {name: statistics.median(values) for name, values in timings.items()}
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--batch-size", type=int, default=512)
+    parser.add_argument("--warmup", type=int, default=150)
+    parser.add_argument("--traced", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--floor-calls", type=int, default=3000)
+    parser.add_argument("--out", default=RESULTS)
+    args = parser.parse_args(argv)
+    steps: dict[str, list[dict]] = {kind: [] for kind in CONTENDERS}
+    spawn = multiprocessing.get_context("spawn")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "criteo.tsv")
+        generate_data.generate(path, args.rows)
+        for round_ in range(args.rounds):
+            order = list(CONTENDERS)
+            random.Random(round_).shuffle(order)
+            for kind in order:  # a fresh process each: nothing one input sets for its process reaches another
+                with ProcessPoolExecutor(1, mp_context=spawn) as pool:
+                    steps[kind] += pool.submit(trace_contender, kind, path, args.rows, args.batch_size,
+                                               args.warmup, args.traced).result()
+        with ProcessPoolExecutor(1, mp_context=spawn) as pool:
+            floor = pool.submit(numpy_function_floor, args.floor_calls, args.rounds).result()
+    figures = {kind: {key: statistics.median(step[key] for step in kind_steps if key in step)
+                      for key in sorted({key for step in kind_steps for key in step})}
+               for kind, kind_steps in steps.items()}
+    result = {"benchmark": "elastic_step_trace", "rows": args.rows, "batch_size": args.batch_size,
+              "warmup_steps": args.warmup, "traced_steps_per_round": args.traced, "rounds": args.rounds,
+              "median_micros": figures, "numpy_function_floor_micros": floor, "steps": steps,
+              "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, TF {tf.__version__}"}
+    columns = ["span", *(f"{op} {what}" for op in OPS for what in ("start", "duration"))]
+    rows = "".join(f"| {kind} | " + " | ".join(f"{figures[kind][c]:,.0f}" if c in figures[kind] else "-"
+                                                for c in columns) + " |\n" for kind in CONTENDERS)
+    markdown = (
+        "# Elastic input inside a step\n\n"
+        f"DeepFM-like model on a Criteo-shaped file ({args.rows} rows), batch {args.batch_size}, one step per "
+        f"call. Each contender trains in a fresh process, {args.rounds} rounds in a shuffled order; "
+        f"{args.traced} steps traced per round (FULL_TRACE) after {args.warmup}. Medians over all traced steps, "
+        "in microseconds from the step's first op. Tracing slows every step, so spans compare contenders "
+        f"here but are not training speed (see elastic_input.md). Machine: {result['machine']}.\n\n"
+        "| contender | " + " | ".join(columns) + " |\n|" + "---|" * (1 + len(columns)) + "\n" + rows
+        + f"\n`shard_reports/settled` is the write gate: it runs after the loss and before any write, so its "
+        f"duration is on the step's path ({figures['elastic'].get('shard_reports/settled duration', 0):,.0f} µs "
+        f"in process, {figures['elastic_remote'].get('shard_reports/settled duration', 0):,.0f} µs over the "
+        "report line). `shard_reports/send` runs beside the forward pass and takes one of the inter-op "
+        "threads while it runs.\n\n"
+        f"**numpy_function floor**: a session call of a tiny graph took {floor['without']:,.0f} µs, and "
+        f"{floor['with']:,.0f} µs with one trivial `numpy_function` it waits for: "
+        f"{floor['with'] - floor['without']:,.0f} µs per Python call from a step, before any work of its own.\n"
+    )
+    write_results(args.out, "elastic_step_trace", result, markdown)
+    return result
+
+
+if __name__ == "__main__":
+    main()
