@@ -1,14 +1,16 @@
-"""Where elastic input's time goes inside a training step: the two Python calls it adds, traced.
+"""Where elastic input's time goes inside a training step: the Python calls it adds, traced.
 
 elastic_input.py measures what elastic input costs in examples/s; this shows where. Every elastic step runs
 two `numpy_function` ops: `shard_reports/send` (sends the previous batch's report, beside the forward pass)
 and `shard_reports/settled` (the write gate: waits for that report's acknowledgement and checks the batch's
-lease, after the loss and before any write, so it is on the step's path). Each contender below trains the
+lease, after the loss and before any write, so it is on the step's path). `--against REV` traces another
+version's code side by side, to see where a change moves them. Each contender below trains the
 benchmark's DeepFM-like model from the same Criteo-shaped file in a process of its own, one step per call,
 and traces `--traced` steps after `--warmup` (RunOptions FULL_TRACE step stats):
   file_reader      the plain FileReader pipeline
   elastic          the shard service in the training process (chief, local job)
   elastic_remote   the service in another process, reports and requests over its report line (workers)
+With `--against REV`, elastic@REV and elastic_remote@REV run the code of git revision REV (a worktree).
 The figures are the medians over every traced step of all rounds: each op's duration and where it starts in
 the step, and the step's span. Tracing slows every step alike, so spans compare contenders here but are not
 their training speed (elastic_input.py measures that).
@@ -16,7 +18,7 @@ their training speed (elastic_input.py measures that).
 `numpy_function floor`: what one trivial `numpy_function` (no work, one small input) adds to a session call
 on this machine, outside any model: a graph run with and without it, interleaved, in one process.
 
-Run:  python bench/elastic_step_trace.py [--rows 200000] [--warmup 150] [--traced 60] [--rounds 3]
+Run:  python bench/elastic_step_trace.py [--rows 200000] [--warmup 150] [--traced 60] [--rounds 3] [--against REV]
 Results go to bench/results/elastic_step_trace.{json,md}.
 """
 
@@ -44,6 +46,8 @@ import generate_data  # noqa: E402
 from report import RESULTS, write_results  # noqa: E402
 
 CONTENDERS = ("file_reader", "elastic", "elastic_remote")
+AGAINST = ("elastic", "elastic_remote")
+"""The contenders that also run another version's code with --against."""
 OPS = ("shard_reports/send", "shard_reports/settled")
 """The elastic step's Python calls, by node name."""
 
@@ -78,10 +82,18 @@ class StepTrace(tf.compat.v1.train.SessionRunHook):
             run_context.request_stop()
 
 
-def trace_contender(kind: str, path: str, rows: int, batch_size: int, warmup: int, traced: int) -> list[dict]:
-    """Trains `kind`'s input in this (fresh) process; returns its traced steps."""
+def trace_contender(name: str, path: str, rows: int, batch_size: int, warmup: int, traced: int,
+                    src: str | None = None) -> list[dict]:
+    """Trains the input of contender `name` in this (fresh) process; returns its traced steps. A name KIND@REV
+    trains with the source tree `src` (a worktree of REV)."""
+    kind, _, rev = name.partition("@")
+    if rev:
+        sys.path.insert(0, src)
     import elastimator as est
     import deepfm
+
+    if rev and not est.__file__.startswith(src):
+        raise RuntimeError(f"{name} imported elastimator from {est.__file__}, not from {src}")
 
     args = argparse.Namespace(rows=rows, batch_size=batch_size)
     epochs = (warmup + traced + 10) * batch_size // rows + 2
@@ -93,7 +105,7 @@ def trace_contender(kind: str, path: str, rows: int, batch_size: int, warmup: in
                                       config=est.RunConfig(tf_random_seed=1))
             estimator.train(input_fn, hooks=[*hooks, trace], steps=warmup + traced)
     if len(trace.steps) < traced:
-        raise RuntimeError(f"{kind} traced {len(trace.steps)} steps of {traced}: its input ended early")
+        raise RuntimeError(f"{name} traced {len(trace.steps)} steps of {traced}: its input ended early")
     return trace.steps
 
 
@@ -129,32 +141,35 @@ def main(argv=None) -> dict:
     parser.add_argument("--traced", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--floor-calls", type=int, default=3000)
+    parser.add_argument("--against", metavar="REV", help="also trace elastic and elastic_remote with the code of "
+                        "this git revision (a worktree), side by side")
     parser.add_argument("--out", default=RESULTS)
     args = parser.parse_args(argv)
-    steps: dict[str, list[dict]] = {kind: [] for kind in CONTENDERS}
+    contenders = CONTENDERS + tuple(f"{kind}@{args.against}" for kind in (AGAINST if args.against else ()))
+    steps: dict[str, list[dict]] = {name: [] for name in contenders}
     spawn = multiprocessing.get_context("spawn")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, elastic_input.worktree(args.against) as src:
         path = os.path.join(tmp, "criteo.tsv")
         generate_data.generate(path, args.rows)
         for round_ in range(args.rounds):
-            order = list(CONTENDERS)
+            order = list(contenders)
             random.Random(round_).shuffle(order)
-            for kind in order:  # a fresh process each: nothing one input sets for its process reaches another
+            for name in order:  # a fresh process each: nothing one input sets for its process reaches another
                 with ProcessPoolExecutor(1, mp_context=spawn) as pool:
-                    steps[kind] += pool.submit(trace_contender, kind, path, args.rows, args.batch_size,
-                                               args.warmup, args.traced).result()
+                    steps[name] += pool.submit(trace_contender, name, path, args.rows, args.batch_size,
+                                               args.warmup, args.traced, src).result()
         with ProcessPoolExecutor(1, mp_context=spawn) as pool:
             floor = pool.submit(numpy_function_floor, args.floor_calls, args.rounds).result()
-    figures = {kind: {key: statistics.median(step[key] for step in kind_steps if key in step)
-                      for key in sorted({key for step in kind_steps for key in step})}
-               for kind, kind_steps in steps.items()}
+    figures = {name: {key: statistics.median(step[key] for step in name_steps if key in step)
+                      for key in sorted({key for step in name_steps for key in step})}
+               for name, name_steps in steps.items()}
     result = {"benchmark": "elastic_step_trace", "rows": args.rows, "batch_size": args.batch_size,
               "warmup_steps": args.warmup, "traced_steps_per_round": args.traced, "rounds": args.rounds,
               "median_micros": figures, "numpy_function_floor_micros": floor, "steps": steps,
               "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, TF {tf.__version__}"}
     columns = ["span", *(f"{op} {what}" for op in OPS for what in ("start", "duration"))]
-    rows = "".join(f"| {kind} | " + " | ".join(f"{figures[kind][c]:,.0f}" if c in figures[kind] else "-"
-                                                for c in columns) + " |\n" for kind in CONTENDERS)
+    rows = "".join(f"| {name} | " + " | ".join(f"{figures[name][c]:,.0f}" if c in figures[name] else "-"
+                                                for c in columns) + " |\n" for name in contenders)
     markdown = (
         "# Elastic input inside a step\n\n"
         f"DeepFM-like model on a Criteo-shaped file ({args.rows} rows), batch {args.batch_size}, one step per "
@@ -163,11 +178,11 @@ def main(argv=None) -> dict:
         "in microseconds from the step's first op. Tracing slows every step, so spans compare contenders "
         f"here but are not training speed (see elastic_input.md). Machine: {result['machine']}.\n\n"
         "| contender | " + " | ".join(columns) + " |\n|" + "---|" * (1 + len(columns)) + "\n" + rows
-        + f"\n`shard_reports/settled` is the write gate: it runs after the loss and before any write, so its "
-        f"duration is on the step's path ({figures['elastic'].get('shard_reports/settled duration', 0):,.0f} µs "
-        f"in process, {figures['elastic_remote'].get('shard_reports/settled duration', 0):,.0f} µs over the "
-        "report line). `shard_reports/send` runs beside the forward pass and takes one of the inter-op "
-        "threads while it runs.\n\n"
+        + "\nSpan over the plain pipeline's: " + "; ".join(
+            f"{name} {figures[name]['span'] - figures['file_reader']['span']:+,.0f} µs" for name in contenders[1:])
+        + ".\n\n`shard_reports/settled` is the write gate's check: it starts after the loss, and every write of the "
+        "step waits for it, so its whole duration is on the step's path. `shard_reports/send` runs beside the "
+        "forward pass, on one of the inter-op threads.\n\n"
         f"**numpy_function floor**: a session call of a tiny graph took {floor['without']:,.0f} µs, and "
         f"{floor['with']:,.0f} µs with one trivial `numpy_function` it waits for: "
         f"{floor['with'] - floor['without']:,.0f} µs per Python call from a step, before any work of its own.\n"

@@ -81,11 +81,12 @@ def test_elastic_step_trace_benchmark_traces_the_elastic_steps_python_calls(tmp_
     import elastic_step_trace
 
     result = elastic_step_trace.main(["--rows", "2000", "--batch-size", "32", "--warmup", "3", "--traced", "4",
-                                      "--rounds", "1", "--floor-calls", "20", "--out", str(tmp_path)])
+                                      "--rounds", "1", "--floor-calls", "20", "--against", "HEAD",
+                                      "--out", str(tmp_path)])
     figures = result["median_micros"]
     assert "shard_reports/settled duration" not in figures["file_reader"]
-    for kind in ("elastic", "elastic_remote"):
-        assert {"span", "shard_reports/send duration", "shard_reports/settled duration"} <= set(figures[kind])
+    for name in ("elastic", "elastic_remote", "elastic@HEAD", "elastic_remote@HEAD"):
+        assert {"span", "shard_reports/settled start", "shard_reports/settled duration"} <= set(figures[name])
     assert set(result["numpy_function_floor_micros"]) == {"without", "with"}
     assert (tmp_path / "elastic_step_trace.md").exists()
     sys.modules.pop("elastic_step_trace", None)
