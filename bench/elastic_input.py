@@ -113,18 +113,25 @@ def trainer(kind: str, path: str, model_dir: str, args, epochs: int, src: str | 
             process.wait(timeout=30)
 
 
-def train(name: str, turn_hook, path: str, args, steps: int, epochs: int, tmp: str, src: str | None) -> None:
-    """One contender, in a process of its own: trains its input's model, taking turns through `turn_hook`.
-    A contender named KIND@REV trains with the source tree `src` (a worktree of REV) instead of this one's."""
+def import_contender(name: str, src: str | None):
+    """A contender's kind and its elastimator module, in its own fresh process: a name KIND@REV imports the one
+    in the source tree `src` (a worktree of REV) instead of this checkout's. Returns (kind, module, src or None)."""
     kind, _, rev = name.partition("@")
     if rev:
         sys.path.insert(0, src)
-    import elastimator as est
+    import elastimator
 
-    if rev and not est.__file__.startswith(src):
-        raise RuntimeError(f"{name} imported elastimator from {est.__file__}, not from {src}")
+    if rev and not elastimator.__file__.startswith(src):
+        raise RuntimeError(f"{name} imported elastimator from {elastimator.__file__}, not from {src}")
+    return kind, elastimator, src if rev else None
+
+
+def train(name: str, turn_hook, path: str, args, steps: int, epochs: int, tmp: str, src: str | None) -> None:
+    """One contender, in a process of its own: trains its input's model, taking turns through `turn_hook`.
+    A contender named KIND@REV trains with the source tree `src` (a worktree of REV) instead of this one's."""
+    kind, est, src = import_contender(name, src)
     model_dir = os.path.join(tmp, name.replace("@", "_at_"))
-    with trainer(kind, path, model_dir, args, epochs, src if rev else None) as (input_fn, hooks):
+    with trainer(kind, path, model_dir, args, epochs, src) as (input_fn, hooks):
         estimator = est.Estimator(deepfm.criteo_model_fn, model_dir=os.path.join(model_dir, "model"),
                                   config=est.RunConfig(tf_random_seed=1))
         estimator.train(input_fn, hooks=[*hooks, turn_hook], steps=steps)

@@ -86,21 +86,15 @@ def trace_contender(name: str, path: str, rows: int, batch_size: int, warmup: in
                     src: str | None = None) -> list[dict]:
     """Trains the input of contender `name` in this (fresh) process; returns its traced steps. A name KIND@REV
     trains, and runs its remote service, with the source tree `src` (a worktree of REV)."""
-    kind, _, rev = name.partition("@")
-    if rev:
-        sys.path.insert(0, src)
-    import elastimator as est
+    kind, est, src = elastic_input.import_contender(name, src)
     import deepfm
-
-    if rev and not est.__file__.startswith(src):
-        raise RuntimeError(f"{name} imported elastimator from {est.__file__}, not from {src}")
 
     args = argparse.Namespace(rows=rows, batch_size=batch_size)
     epochs = (warmup + traced + 10) * batch_size // rows + 2
     trace = StepTrace(warmup, traced)
     with tempfile.TemporaryDirectory() as tmp:
         # A plain SessionRunHook (no several_steps_per_call): one step per call, as elastic_input's turns run.
-        with elastic_input.trainer(kind, path, tmp, args, epochs, src if rev else None) as (input_fn, hooks):
+        with elastic_input.trainer(kind, path, tmp, args, epochs, src) as (input_fn, hooks):
             estimator = est.Estimator(deepfm.criteo_model_fn, model_dir=os.path.join(tmp, "model"),
                                       config=est.RunConfig(tf_random_seed=1))
             estimator.train(input_fn, hooks=[*hooks, trace], steps=warmup + traced)
