@@ -1,10 +1,11 @@
 """Where elastic input's time goes inside a training step: the Python calls it adds, traced.
 
 elastic_input.py measures what elastic input costs in examples/s; this shows where. Every elastic step runs
-two `numpy_function` ops: `shard_reports/send` (sends the previous batch's report, beside the forward pass)
-and `shard_reports/settled` (the write gate: waits for that report's acknowledgement and checks the batch's
-lease, after the loss and before any write, so it is on the step's path). `--against REV` traces another
-version's code side by side, to see where a change moves them. Each contender below trains the
+the `numpy_function` `shard_reports/settled`, the write gate: as the step takes its batch it sends the
+previous batch's report, waits for its acknowledgement and checks the batch's lease, and every write of the
+step waits for it. Versions up to 37c2581 ran two: `shard_reports/send` (the send, beside the forward pass)
+and the gate after the loss, which only read the acknowledgement. `--against REV` traces another version's
+code side by side, to see where a change moves them. Each contender below trains the
 benchmark's DeepFM-like model from the same Criteo-shaped file in a process of its own, one step per call,
 and traces `--traced` steps after `--warmup` (RunOptions FULL_TRACE step stats):
   file_reader      the plain FileReader pipeline
@@ -174,9 +175,10 @@ def main(argv=None) -> dict:
         "| contender | " + " | ".join(columns) + " |\n|" + "---|" * (1 + len(columns)) + "\n" + rows
         + "\nSpan over the plain pipeline's: " + "; ".join(
             f"{name} {figures[name]['span'] - figures['file_reader']['span']:+,.0f} µs" for name in contenders[1:])
-        + ".\n\n`shard_reports/settled` is the write gate's check: it starts after the loss, and every write of the "
-        "step waits for it, so its whole duration is on the step's path. `shard_reports/send` runs beside the "
-        "forward pass, on one of the inter-op threads.\n\n"
+        + ".\n\n`shard_reports/settled` is the write gate's check, and every write of the step waits for it. It "
+        "sends the report and waits for its reply as the step takes its batch, beside the forward pass; in "
+        "versions up to 37c2581 it starts after the loss and only reads the reply of the report that "
+        "`shard_reports/send` sent beside the forward pass.\n\n"
         f"**numpy_function floor**: a session call of a tiny graph took {floor['without']:,.0f} µs, and "
         f"{floor['with']:,.0f} µs with one trivial `numpy_function` it waits for: "
         f"{floor['with'] - floor['without']:,.0f} µs per Python call from a step, before any work of its own.\n"

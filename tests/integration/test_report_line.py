@@ -40,10 +40,26 @@ def _send(sock, message) -> None:
 
 
 def _read(stream) -> dict | None:
+    body = _read_body(stream)
+    return None if body is None else json.loads(body)
+
+
+def _read_body(stream) -> bytes | None:
+    """A frame's body, JSON or packed; None once the connection closed."""
     head = stream.read(4)
     if len(head) < 4:
-        return None  # closed
-    return json.loads(stream.read(struct.unpack(">I", head)[0]))
+        return None
+    return stream.read(struct.unpack(">I", head)[0])
+
+
+def _pass(stream, sock, seen: list | None = None) -> bool:
+    """Passes one frame on as it came (and adds it to `seen`); False once the connection closed."""
+    body = _read_body(stream)
+    if body is not None:
+        sock.sendall(struct.pack(">I", len(body)) + body)
+        if seen is not None:
+            seen.append(body)
+    return body is not None
 
 
 def test_reports_and_requests_travel_the_line_and_count(server):
@@ -77,7 +93,7 @@ def test_the_line_refuses_a_wrong_token_other_calls_and_garbage(server):
     assert _read(stream) is None  # and closes
 
     sock, stream = _line_to(server, {"token": TOKEN, "worker": "w0"})
-    assert _read(stream) == {"methods": ["report", "request"]}
+    assert _read(stream) == {"methods": ["report", "request"], "packed": ["report"]}
     _send(sock, {"method": "fail_worker", "failed_worker": "w1"})
     assert "takes 'report' and 'request' calls only" in _read(stream)["error"]
     _send(sock, {"method": "report", "dataset": "train", "worker": "w0", "shard_id": 0, "consumed": 1,
@@ -99,10 +115,11 @@ def test_the_line_refuses_a_wrong_token_other_calls_and_garbage(server):
     assert client.status("train")["trained_records"] == 1
 
 
-def _lossy_proxy(server, passes: list[int | None]) -> list[int]:
+def _lossy_proxy(server, passes: list[int | None], sent: list | None = None) -> list[int]:
     """A proxy in front of the line. Its i-th connection passes the hello and `passes[i]` calls each way, then
     passes one call more and cuts the connection instead of passing the service's reply back: the call reached
-    the book, and the worker cannot know it. None passes everything. Returns the cuts as they happen."""
+    the book, and the worker cannot know it. None passes everything. Returns the cuts as they happen; the frames
+    the worker sent, as they came, go to `sent`."""
     listener = socket.create_server(("127.0.0.1", 0))
     target = server.report_line.port
     server.report_line.port = listener.getsockname()[1]  # what the service announces: the proxy
@@ -117,15 +134,13 @@ def _lossy_proxy(server, passes: list[int | None]) -> list[int]:
             service_side = socket.create_connection(("127.0.0.1", target))
             worker_in, service_in = worker_side.makefile("rb"), service_side.makefile("rb")
             for _ in range(1 + passed) if passed is not None else itertools.count():  # the hello, the calls passed
-                call = _read(worker_in)
-                if call is None:
+                if not _pass(worker_in, service_side, sent):
                     break
-                _send(service_side, call)
-                _send(worker_side, _read(service_in))
+                _pass(service_in, worker_side)
             if passed is None:
                 continue
-            _send(service_side, _read(worker_in))  # this call reaches the book ...
-            _read(service_in)  # ... and its reply is lost
+            _pass(worker_in, service_side)  # this call reaches the book ...
+            _read_body(service_in)  # ... and its reply is lost
             cuts.append(1)
             for side in (worker_side, service_side):
                 side.shutdown(socket.SHUT_RDWR)  # the file objects would keep a bare close() from closing
@@ -153,6 +168,55 @@ def test_a_request_whose_reply_the_line_lost_gets_the_same_shard_over_grpc(serve
     assert cuts == [1] and client.status("train")["doing_shards"] == 1  # not a second shard, out for no one
     client.report("train", shard.shard_id, 10, lease=shard.lease, offset=shard.start)  # it is this worker's
     assert client.status("train")["done_shards"] == 1 and client.reports_over_line == 1
+
+
+def test_reports_travel_packed_where_the_service_offers_it_and_as_json_where_it_does_not(server, monkeypatch):
+    sent, line_port = [], server.report_line.port
+    _lossy_proxy(server, passes=[None], sent=sent)
+    client = ShardClient(server.address, TOKEN, worker="w0")
+    shard = client.request("train")
+    client.report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start)
+    assert [body[:1] for body in sent] == [b"{", b"{", b"R"]  # the hello, the request, the report
+    assert client.status("train")["trained_records"] == 2 and client.lease_floor is not None
+
+    monkeypatch.setattr(report_line, "PACKED_METHODS", ())  # an older service: JSON only
+    server.report_line.port, sent[:] = line_port, []
+    _lossy_proxy(server, passes=[None], sent=sent)
+    older = ShardClient(server.address, TOKEN, worker="w1")
+    other = older.request("train")
+    older.report("train", other.shard_id, 3, lease=other.lease, offset=other.start)
+    assert [body[:1] for body in sent] == [b"{", b"{", b"{"] and older.reports_over_line == 1
+    assert older.status("train")["trained_records"] == 5
+
+
+def test_a_packed_report_counts_and_its_reply_is_packed_and_garbage_closes_the_line(server):
+    shard = server.service.handle("request", {"dataset": "train", "worker": "w0"})
+    sock, stream = _line_to(server, {"token": TOKEN, "worker": "w0"})
+    assert _read(stream)["packed"] == ["report"]
+    report = {"dataset": "train", "shard_id": shard["shard_id"], "consumed": 4, "lease": shard["lease"],
+              "offset": shard["start"]}
+    sock.sendall(struct.pack(">I", len(body := report_line.pack_report(report))) + body)
+    reply = _read_body(stream)
+    assert reply[:1] == b"A" and report_line.unpack_reply(reply) == {"lease_floor": shard["lease_floor"]}
+    sock.sendall(struct.pack(">I", len(body)) + body)  # the same report again: counted once
+    assert report_line.unpack_reply(_read_body(stream)) == {"lease_floor": shard["lease_floor"]}
+    assert server.service.handle("status", {"dataset": "train"})["trained_records"] == 4
+    garbled = body[:report_line.PACKED_REPORT.size] + b"\xff\xfe"  # a data set name that is not UTF-8
+    sock.sendall(struct.pack(">I", len(garbled)) + garbled)
+    assert _read_body(stream) is None
+
+    sock, stream = _line_to(server, {"token": TOKEN, "worker": "w0"})
+    _read(stream)
+    report["offset"] += 1  # skips a record: the book refuses it, in JSON
+    sock.sendall(struct.pack(">I", len(body := report_line.pack_report(report))) + body)
+    assert "FAILED_PRECONDITION" in _read(stream)["error"]
+    sock.sendall(struct.pack(">I", 5) + b"R1234")  # too short for a report
+    assert _read_body(stream) is None
+
+    sock, stream = _line_to(server, {"token": TOKEN})  # a hello without a worker: no packed reports
+    assert _read(stream)["packed"] == []
+    sock.sendall(struct.pack(">I", len(body)) + body)
+    assert _read_body(stream) is None  # not JSON: closed
 
 
 def test_an_older_service_whose_line_takes_reports_only_gets_requests_over_grpc(server, monkeypatch):

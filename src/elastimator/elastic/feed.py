@@ -283,9 +283,9 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
 
     Built from the training step (`ShardReportHook.step_hook(feed)`): it gets the step's shard tags, one
     row per step of the call, from the write gate's check (one step per call) or by fetching them. The next
-    call sends the reports as it starts, beside its forward pass, and its writes wait until they are
-    acknowledged (write_gate, elastic/reporter.py); a step whose batch the service took back meanwhile is
-    withdrawn before it writes anything.
+    call's gate, as the call takes its batch, sends the reports and waits until they are acknowledged, beside
+    the forward pass, and the call's writes wait for the gate (write_gate, elastic/reporter.py); a step whose
+    batch the service took back meanwhile is withdrawn before it writes anything.
     """
 
     @classmethod
@@ -312,17 +312,12 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
         """Whether each call sends the previous one's reports and waits for them before it writes; if not (a train
         op that writes nothing), the hook reports each call's batches as it ends."""
         if step.train_op is not None:
-            # The previous call's reports go out as the call starts (an op with no inputs), beside its forward
-            # pass; the gate reads their acknowledgement.
-            sent = tf.numpy_function(self._send, [], tf.bool, stateful=True, name="shard_reports/send")
+            # The gate runs as the call takes its batch, beside the forward pass: it sends the previous call's
+            # reports and waits for their acknowledgement there, and the writes wait for it.
             gate = write_gate.gate_writes(step.train_op, self._may_write, tensors=[self._tags],
-                                          after=[step.loss, sent], name="shard_reports/settled")
+                                          name="shard_reports/settled")
             self._gated = gate.holds_writes
             self._gate_sees_tags = gate.holds_writes and gate.given[0]
-
-    def _send(self) -> np.bool_:
-        self._reporter.send()
-        return np.bool_(True)
 
     def _may_write(self, tags) -> bool:
         """In each call, before it writes: the previous calls' reports are in, and its batches still leased."""

@@ -1,11 +1,11 @@
-"""A trainer's reports to the shard service, sent and acknowledged in two halves of the next training step.
+"""A trainer's reports to the shard service, each sent and acknowledged in the next training step.
 
 The hook puts each trained batch's report after its step (`put`). The next
-step sends it as the step starts (`send`, an op with no inputs, so it runs
-beside the forward pass), and waits for the service's acknowledgement right
-before the step writes (`settle`, the write gate's check). The round trip
-overlaps the forward pass, no thread is woken to carry it, and a process that
-dies still has at most one batch trained but unreported.
+step's write gate, which runs as the step takes its batch (beside the forward
+pass), sends it and waits for the service's acknowledgement (`settle`); the
+step's writes wait for the gate. The round trip overlaps the forward pass, no
+thread is woken to carry it, and a process that dies still has at most one
+batch trained but unreported.
 
 A report put when no step follows (the input waits for other workers' shards,
 or has ended) goes out when the input asks (`settle` from its wait) or when
@@ -37,8 +37,6 @@ class Reporter:
         self._lock = threading.Lock()
         self._queued: list[Report] = []
         """Put, not yet sent."""
-        self._unacknowledged: Acknowledgement | None = None
-        """The report sent last, when its acknowledgement has not been read yet."""
         self._error: BaseException | None = None
 
     def put(self, reports: Sequence[Report]) -> None:
@@ -46,37 +44,17 @@ class Reporter:
         with self._lock:
             self._queued.extend(reports)
 
-    def send(self) -> None:
-        """Sends what is queued: all but the last are acknowledged before the next goes out; the last one's
-        acknowledgement is left for `settle`."""
-        with self._lock:
-            self._checked(self._send_queued)
-
     def settle(self) -> None:
-        """Sends what is queued and waits until all of it is acknowledged; raises what a report raised (again at
-        every later call: reports after a failed one are never sent)."""
+        """Sends what is queued, each acknowledged before the next goes out; raises what a report raised (again
+        at every later call: reports after a failed one are never sent)."""
         with self._lock:
-            self._checked(self._send_queued)
-            self._checked(self._acknowledge)
+            if self._error is not None:
+                raise self._error
+            try:
+                while self._queued:
+                    self._start(self._queued.pop(0))()
+            except BaseException as e:
+                self._error = e
+                raise
 
     close = settle
-
-    def _send_queued(self) -> None:
-        while self._queued:
-            self._acknowledge()
-            report = self._queued.pop(0)
-            self._unacknowledged = self._start(report)
-
-    def _acknowledge(self) -> None:
-        if self._unacknowledged is not None:
-            acknowledged, self._unacknowledged = self._unacknowledged, None
-            acknowledged()
-
-    def _checked(self, action: Callable[[], None]) -> None:
-        if self._error is not None:
-            raise self._error
-        try:
-            action()
-        except BaseException as e:
-            self._error = e
-            raise

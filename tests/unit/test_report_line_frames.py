@@ -1,0 +1,41 @@
+"""The report line's packed report and reply: what travels packed, what falls back to JSON, and that what comes
+off the wire is what went on."""
+
+import pytest
+
+from elastimator.elastic import report_line
+from elastimator.elastic.report_line import FrameError, pack_reply, pack_report, unpack_reply, unpack_report
+
+
+def test_a_report_and_its_reply_come_out_packed_as_they_went_in():
+    report = {"dataset": "clicks-été", "shard_id": 7, "consumed": 512, "lease": 2**40 + 3, "offset": 10_240}
+    body = pack_report(report)
+    assert body[:1] == b"R" and len(body) == report_line.PACKED_REPORT.size + len("clicks-été".encode())
+    assert unpack_report(body, worker="worker-3") == {**report, "worker": "worker-3"}
+
+    assert unpack_reply(pack_reply({"lease_floor": 2**40})) == {"lease_floor": 2**40}
+    assert unpack_reply(pack_reply({"sealing": True, "lease_floor": 5})) == {"sealing": True, "lease_floor": 5}
+
+
+@pytest.mark.parametrize("report", [
+    {"dataset": "d", "shard_id": 1, "consumed": 2, "lease": None, "offset": 0},  # a report without a lease
+    {"dataset": "d", "shard_id": 1, "consumed": 2.0, "lease": 3, "offset": 0},  # not an int: the book's to refuse
+    {"dataset": "d", "shard_id": True, "consumed": 2, "lease": 3, "offset": 0},
+    {"dataset": "d", "shard_id": 2**63, "consumed": 2, "lease": 3, "offset": 0},
+    {"dataset": 4, "shard_id": 1, "consumed": 2, "lease": 3, "offset": 0},
+])
+def test_a_report_packing_cannot_say_goes_as_json(report):
+    assert pack_report(report) is None
+
+
+def test_a_reply_packing_cannot_say_goes_as_json():
+    assert pack_reply({"error": "FAILED_PRECONDITION: held by w1"}) is None
+    assert pack_reply({}) is None  # no floor: a call without a worker
+    assert pack_reply({"lease_floor": 1, "released": True}) is None
+
+
+def test_packed_frames_of_the_wrong_size_are_not_frames_of_ours():
+    with pytest.raises(FrameError, match="packed report of 4 bytes"):
+        unpack_report(b"R123", worker="w")
+    with pytest.raises(FrameError, match="packed reply of 3 bytes"):
+        unpack_reply(b"A12")
