@@ -1,10 +1,11 @@
 """Where elastic input's time goes inside a training step: the Python calls it adds, traced.
 
 elastic_input.py measures what elastic input costs in examples/s; this shows where. Every elastic step runs
-the `numpy_function` `shard_reports/settled`, the write gate: as the step takes its batch it sends the
-previous batch's report, waits for its acknowledgement and checks the batch's lease, and every write of the
-step waits for it. Versions up to 37c2581 ran two: `shard_reports/send` (the send, beside the forward pass)
-and the gate after the loss, which only read the acknowledgement. `--against REV` traces another version's
+the `numpy_function` `shard_reports/settled`, the write gate: as the step takes its batch it waits for the
+acknowledgement of the previous batch's report (sent as the previous call ended; up to f017306 the gate sent
+it too) and checks the batch's lease, and every write of the step waits for it. Versions up to 37c2581 ran
+two: `shard_reports/send` (the send, beside the forward pass) and the gate after the loss, which only read
+the acknowledgement. `--against REV` traces another version's
 code side by side, to see where a change moves them. Each contender below trains the
 benchmark's DeepFM-like model from the same Criteo-shaped file in a process of its own, one step per call,
 and traces `--traced` steps after `--warmup` (RunOptions FULL_TRACE step stats):
@@ -176,9 +177,10 @@ def main(argv=None) -> dict:
         + "\nSpan over the plain pipeline's: " + "; ".join(
             f"{name} {figures[name]['span'] - figures['file_reader']['span']:+,.0f} µs" for name in contenders[1:])
         + ".\n\n`shard_reports/settled` is the write gate's check, and every write of the step waits for it. It "
-        "sends the report and waits for its reply as the step takes its batch, beside the forward pass; in "
-        "versions up to 37c2581 it starts after the loss and only reads the reply of the report that "
-        "`shard_reports/send` sent beside the forward pass.\n\n"
+        "waits for the reply to the report the previous call sent as it ended, as the step takes its batch, "
+        "beside the forward pass (up to f017306 it sent the report itself first); in versions up to 37c2581 it "
+        "starts after the loss and only reads the reply of the report that `shard_reports/send` sent beside "
+        "the forward pass.\n\n"
         f"**numpy_function floor**: a session call of a tiny graph took {floor['without']:,.0f} µs, and "
         f"{floor['with']:,.0f} µs with one trivial `numpy_function` it waits for: "
         f"{floor['with'] - floor['without']:,.0f} µs per Python call from a step, before any work of its own.\n"

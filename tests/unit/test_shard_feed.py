@@ -97,7 +97,7 @@ def test_reports_go_out_in_order_each_acknowledged_before_the_next_and_a_failure
     reporter = Reporter(start)
     reporter.put([(1, 0, 0, 2), (2, 0, 2, 2)])
     reporter.put([(0, 0, 4, 2)])
-    assert events == []  # put sends nothing
+    assert events == [("sent", 1)]  # put sends the first at once; the next waits for its acknowledgement
     reporter.settle()
     assert events == [("sent", 1), ("counted", 1), ("sent", 2), ("counted", 2), ("sent", 0), ("counted", 0)]
     reporter.put([(3, 0, 6, 2)])
@@ -109,8 +109,18 @@ def test_reports_go_out_in_order_each_acknowledged_before_the_next_and_a_failure
     assert ("sent", 4) not in events
 
 
-def test_a_waiting_input_sends_the_last_report_that_other_workers_wait_for(service):
-    """The last batch of a shard is reported by the next step, or, when no batch comes until other workers'
+def test_a_report_that_cannot_be_sent_fails_the_next_settle_not_the_put():
+    def start(report):
+        raise ConnectionError("no route to the shard service")
+
+    reporter = Reporter(start)
+    reporter.put([(1, 0, 0, 2)])
+    with pytest.raises(ConnectionError, match="no route"):
+        reporter.settle()
+
+
+def test_a_waiting_input_settles_the_last_report_that_other_workers_wait_for(service):
+    """The last batch of a shard is settled by the next call, or, when no batch comes until other workers'
     shards are done (and theirs may wait for this one), by the input as it waits."""
     mine, other = feed_of(service, "worker-0", size=8), feed_of(service, "worker-1", size=8)
     reporter = mine.reporter()
@@ -125,8 +135,11 @@ def test_a_waiting_input_sends_the_last_report_that_other_workers_wait_for(servi
     batches = mine.ranges(batch_size=4)
     _, _, tag = next(batches)  # the whole of one shard
     held = other.client.request("train")  # worker-1 holds the other shard: worker-0's next request waits
-    reporter.put([tuple(int(x) for x in tag)])
-    assert service.book.status("train")["trained_records"] == 0  # put sends nothing
+    handle = service.handle
+    service.handle = lambda method, request: {"sealing": True} if method == "report" else handle(method, request)
+    reporter.put([tuple(int(x) for x in tag)])  # held back: the chief is saving, say
+    service.handle = handle
+    assert service.book.status("train")["trained_records"] == 0
     threading.Thread(target=lambda: next(batches, None), daemon=True).start()  # asks for a shard, and waits
     assert settled.wait(timeout=120), "the waiting input never settled its reporter"
     assert service.book.status("train")["trained_records"] == 4

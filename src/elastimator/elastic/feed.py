@@ -2,10 +2,10 @@
 
 * `ShardFeed` asks the shard service for index ranges, reads them from an
   `ElasticReader` in batches, and tags each batch with (shard id, records).
-* `ShardReportHook` reports a batch's records only after the step that trained
-  them has run, and the next step's writes wait for that report (it travels
-  while the next step computes), so a process that dies has at most one
-  trained batch unreported: the one batch replayed for it.
+* `ShardReportHook` sends a batch's report as the call that trained it ends,
+  and the next step's writes wait for its acknowledgement (the round trip
+  overlaps the next step's forward pass), so a process that dies has at most
+  one trained batch unreported: the one batch replayed for it.
 * `ShardFeed.is_current` tells whether the service has since taken a batch's
   lease back (a rewind); such batches are dropped: as they are read, and again
   right before the step writes (or, in calls of several steps, as the step's
@@ -282,10 +282,11 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
     """Reports each batch's records to the service after the step that trained them.
 
     Built from the training step (`ShardReportHook.step_hook(feed)`): it gets the step's shard tags, one
-    row per step of the call, from the write gate's check (one step per call) or by fetching them. The next
-    call's gate, as the call takes its batch, sends the reports and waits until they are acknowledged, beside
-    the forward pass, and the call's writes wait for the gate (write_gate, elastic/reporter.py); a step whose
-    batch the service took back meanwhile is withdrawn before it writes anything.
+    row per step of the call, from the write gate's check (one step per call) or by fetching them, and sends
+    their reports as the call ends. The next call's gate, as the call takes its batch, waits until they are
+    acknowledged, beside the forward pass, and the call's writes wait for the gate (write_gate,
+    elastic/reporter.py); a step whose batch the service took back meanwhile is withdrawn before it writes
+    anything.
     """
 
     @classmethod
@@ -309,11 +310,11 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
         """With one step per call the gate gets the call's tags, and nothing fetches them; in a call of several
         steps they come out of its loop, after the gate, and the hook fetches them."""
         self._gated = False
-        """Whether each call sends the previous one's reports and waits for them before it writes; if not (a train
-        op that writes nothing), the hook reports each call's batches as it ends."""
+        """Whether each call waits for the previous one's reports before it writes; if not (a train op that writes
+        nothing), the hook also waits for each call's reports as it ends."""
         if step.train_op is not None:
-            # The gate runs as the call takes its batch, beside the forward pass: it sends the previous call's
-            # reports and waits for their acknowledgement there, and the writes wait for it.
+            # The gate runs as the call takes its batch, beside the forward pass: it waits there for the
+            # acknowledgement of the reports the previous call sent as it ended, and the writes wait for it.
             gate = write_gate.gate_writes(step.train_op, self._may_write, tensors=[self._tags],
                                           name="shard_reports/settled")
             self._gated = gate.holds_writes

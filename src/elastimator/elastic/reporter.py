@@ -1,16 +1,17 @@
-"""A trainer's reports to the shard service, each sent and acknowledged in the next training step.
+"""A trainer's reports to the shard service: each sent as its call ends, acknowledged before the next call writes.
 
-The hook puts each trained batch's report after its step (`put`). The next
-step's write gate, which runs as the step takes its batch (beside the forward
-pass), sends it and waits for the service's acknowledgement (`settle`); the
-step's writes wait for the gate. The round trip overlaps the forward pass, no
-thread is woken to carry it, and a process that dies still has at most one
-batch trained but unreported.
+The hook puts each trained batch's report as its training call ends (`put`),
+and the report goes out at once, while the host runs the hooks between two
+calls. The next call's write gate, which runs as the call takes its batch
+(beside the forward pass), waits for its acknowledgement (`settle`), and the
+call's writes wait for the gate. No thread is woken to carry a report, and a
+process that dies still has at most one batch trained but unreported.
 
-A report put when no step follows (the input waits for other workers' shards,
-or has ended) goes out when the input asks (`settle` from its wait) or when
+A report put when no call follows (the input waits for other workers' shards,
+or has ended) is settled when the input asks (`settle` from its wait) or when
 training ends (`close`): the service counts the shard as done only once it
-hears of its last batch.
+hears of its last batch, and a report the service held back while the chief
+saved a checkpoint is sent again only as it is settled.
 """
 
 from __future__ import annotations
@@ -37,22 +38,33 @@ class Reporter:
         self._lock = threading.Lock()
         self._queued: list[Report] = []
         """Put, not yet sent."""
+        self._unacknowledged: Acknowledgement | None = None
+        """What waits for the report sent last, until it is acknowledged."""
         self._error: BaseException | None = None
 
     def put(self, reports: Sequence[Report]) -> None:
-        """Queues one call's reports (one per step it ran); sends nothing."""
+        """Queues one call's reports (one per step it ran) and sends the first, unless one sent is still
+        unacknowledged. A failure to send is raised by the next `settle`."""
         with self._lock:
             self._queued.extend(reports)
+            if self._error is None and self._unacknowledged is None and self._queued:
+                try:
+                    self._unacknowledged = self._start(self._queued.pop(0))
+                except BaseException as e:  # raised where the caller waits for the reports: settle
+                    self._error = e
 
     def settle(self) -> None:
-        """Sends what is queued, each acknowledged before the next goes out; raises what a report raised (again
-        at every later call: reports after a failed one are never sent)."""
+        """Waits until every report put is acknowledged, each before the next goes out; raises what a report
+        raised (again at every later call: reports after a failed one are never sent)."""
         with self._lock:
             if self._error is not None:
                 raise self._error
             try:
-                while self._queued:
-                    self._start(self._queued.pop(0))()
+                while self._unacknowledged is not None or self._queued:
+                    if self._unacknowledged is None:
+                        self._unacknowledged = self._start(self._queued.pop(0))
+                    acknowledged, self._unacknowledged = self._unacknowledged, None
+                    acknowledged()
             except BaseException as e:
                 self._error = e
                 raise

@@ -3,9 +3,9 @@
 An input that must settle something about the previous batch before the model
 changes again gates the call: its check runs in the call, alongside the step's
 forward and backward pass, and every op that writes state waits for it. The
-elastic feed uses this to send batch N's report while step N+1 computes, and
-still have report N acknowledged before step N+1 writes anything, so a process
-that dies has at most one trained batch unreported.
+elastic feed uses this to let batch N's report travel while step N+1
+computes, and still have report N acknowledged before step N+1 writes anything,
+so a process that dies has at most one trained batch unreported.
 
 A check that returns False withdraws the call's batch: the call fails before
 any write (`training_step.is_withdrawn` tells the training loop, which goes on
