@@ -37,8 +37,8 @@ def test_a_call_writes_nothing_until_its_check_returns():
         return True
 
     with tf.Graph().as_default():
-        batch, weight, loss, train_op, global_step = _model()
-        write_gate.gate_writes(train_op, check, tensors=[batch], after=[loss])
+        batch, weight, _, train_op, global_step = _model()
+        write_gate.gate_writes(train_op, check, tensors=[batch])
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
             call = threading.Thread(target=session.run, args=(train_op,))
@@ -54,8 +54,8 @@ def test_a_call_writes_nothing_until_its_check_returns():
 def test_a_withdrawn_batch_fails_its_call_before_any_write_and_the_next_call_trains():
     verdicts = iter([False, True])
     with tf.Graph().as_default():
-        batch, weight, loss, train_op, global_step = _model()
-        write_gate.gate_writes(train_op, lambda batch: next(verdicts), tensors=[batch], after=[loss])
+        batch, weight, _, train_op, global_step = _model()
+        write_gate.gate_writes(train_op, lambda batch: next(verdicts), tensors=[batch])
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
             with pytest.raises(tf.errors.InvalidArgumentError) as failed:
@@ -69,11 +69,11 @@ def test_a_withdrawn_batch_fails_its_call_before_any_write_and_the_next_call_tra
 def test_a_value_computed_from_a_write_reaches_the_check_as_none_instead_of_deadlocking():
     seen = []
     with tf.Graph().as_default():
-        batch, _, loss, train_op, global_step = _model()
+        batch, _, _, train_op, global_step = _model()
         with tf.control_dependencies([train_op]):
             after_update = tf.identity(global_step.read_value())
         write_gate.gate_writes(train_op, lambda b, s: seen.append((b is None, s is None)) or True,
-                               tensors=[batch, after_update], after=[loss, after_update])
+                               tensors=[batch, after_update])
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
             session.run(train_op)

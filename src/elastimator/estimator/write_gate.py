@@ -86,7 +86,7 @@ class Gate:
 
 
 def gate_writes(train_op, check: Callable[..., bool], tensors: Sequence[tf.Tensor],
-                after: Sequence[tf.Tensor] = (), name: str = "write_gate") -> Gate:
+                name: str = "write_gate") -> Gate:
     """Makes every call of `train_op` run `check` and hold its writes until `check` returns.
 
     Args:
@@ -95,9 +95,6 @@ def gate_writes(train_op, check: Callable[..., bool], tensors: Sequence[tf.Tenso
             returns True to let the writes go, False to withdraw the batch; what it raises fails the call.
         tensors: values `check` needs. One computed from the call's own writes would wait for itself; it is
             passed as None.
-        after: tensors to compute before `check` runs, so that the check runs late in the call (the loss, say:
-            the forward pass is done by then) and blocks nothing while it waits. Those computed from a write are
-            left out.
         name: the gate op's name.
 
     Returns:
@@ -117,8 +114,7 @@ def gate_writes(train_op, check: Callable[..., bool], tensors: Sequence[tf.Tenso
         given = iter(values)
         return np.bool_(check(*[next(given) if ok else None for ok in usable]))
 
-    with tf.control_dependencies([t for t in after if not waits_for_itself(t)]):
-        passed = tf.numpy_function(run, inputs, tf.bool, stateful=True, name=name)
+    passed = tf.numpy_function(run, inputs, tf.bool, stateful=True, name=name)
     passed.set_shape([])
     gate = training_step.withdraw_unless(passed)
     for op in waiting:
