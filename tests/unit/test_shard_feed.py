@@ -76,7 +76,7 @@ def test_the_report_hook_reports_one_row_per_step_of_a_call(service):
     tags = np.stack([next(batches)[2] for _ in range(3)])  # a call of 3 steps
     hook = ShardReportHook(feed, TrainingStep(loss=None, global_step=None, outputs={SHARD_TAG: None}))
     hook.after_run(None, type("RunValues", (), {"results": tags})())
-    hook.end(session=None)  # no step follows: the end of training sends the reports
+    hook.end(session=None)  # no train op to gate: the hook waited for the reports as the call ended
     assert service.book.status("train")["trained_records"] == 6
 
 

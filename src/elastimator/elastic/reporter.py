@@ -47,9 +47,9 @@ class Reporter:
         unacknowledged. A failure to send is raised by the next `settle`."""
         with self._lock:
             self._queued.extend(reports)
-            if self._error is None and self._unacknowledged is None and self._queued:
+            if self._error is None:
                 try:
-                    self._unacknowledged = self._start(self._queued.pop(0))
+                    self._send_next()
                 except BaseException as e:  # raised where the caller waits for the reports: settle
                     self._error = e
 
@@ -60,9 +60,7 @@ class Reporter:
             if self._error is not None:
                 raise self._error
             try:
-                while self._unacknowledged is not None or self._queued:
-                    if self._unacknowledged is None:
-                        self._unacknowledged = self._start(self._queued.pop(0))
+                while self._send_next():
                     acknowledged, self._unacknowledged = self._unacknowledged, None
                     acknowledged()
             except BaseException as e:
@@ -70,3 +68,9 @@ class Reporter:
                 raise
 
     close = settle
+
+    def _send_next(self) -> bool:
+        """Sends the next report queued unless one sent is still unacknowledged; whether one now is."""
+        if self._unacknowledged is None and self._queued:
+            self._unacknowledged = self._start(self._queued.pop(0))
+        return self._unacknowledged is not None
