@@ -75,8 +75,9 @@ def start_remote_service(model_dir: str, report_port: str = "0", src: str | None
 
 
 @contextlib.contextmanager
-def trainer(kind: str, path: str, model_dir: str, args, epochs: int, src: str | None = None):
-    """The input and hooks of one contender, with its shard service running (from `src`, if given)."""
+def trainer(kind: str, path: str, model_dir: str, args, epochs: int, src: str | None = None, trains: bool = True):
+    """The input and hooks of one contender, with its shard service running (from `src`, if given); `trains`
+    False for an input iterated on its own (nothing is reported)."""
     from elastimator.data import DataSetInput, DataSetSpec, FileReader
     from elastimator.elastic.client import ShardClient
     from elastimator.elastic.feed import ShardFeed, ShardReportHook
@@ -100,7 +101,7 @@ def trainer(kind: str, path: str, model_dir: str, args, epochs: int, src: str | 
                                                  shard_size=10 * args.batch_size)).start()
             hooks.append(ShardReportHook.step_hook(feed))
         yield DataSetInput(spec, feed=feed), hooks
-        if kind == "elastic_remote" and not client.reports_over_line:
+        if trains and kind == "elastic_remote" and not client.reports_over_line:
             raise RuntimeError("elastic_remote's reports went over gRPC, not the report line: its figure would be "
                                "elastic_grpc's.")
     finally:

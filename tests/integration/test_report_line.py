@@ -3,6 +3,7 @@ and a call it could not deliver goes over gRPC and still counts once."""
 
 import itertools
 import json
+import os
 import socket
 import struct
 import threading
@@ -11,7 +12,7 @@ import pytest
 
 from elastimator.elastic.client import ShardClient
 from elastimator.elastic import report_line
-from elastimator.elastic.report_line import MAX_FRAME_BYTES
+from elastimator.elastic.report_line import MAX_FRAME_BYTES, ReportLine
 from elastimator.elastic.service import ShardServer, ShardService
 from elastimator.elastic.shards import ShardServiceError
 
@@ -122,7 +123,8 @@ def _lossy_proxy(server, passes: list[int | None], sent: list | None = None) -> 
     the worker sent, as they came, go to `sent`."""
     listener = socket.create_server(("127.0.0.1", 0))
     target = server.report_line.port
-    server.report_line.port = listener.getsockname()[1]  # what the service announces: the proxy
+    server.report_line.port = listener.getsockname()[1]  # what the service announces: the proxy ...
+    server.report_line.local_name = None  # ... and no Unix socket, which would pass it by
     cuts = []
 
     def proxy():
@@ -262,6 +264,33 @@ def test_connections_past_the_limit_are_closed_and_their_reports_go_over_grpc(se
     assert client.status("train")["trained_records"] == 2 and client.reports_over_line == 0
     for sock, _ in held:
         sock.close()
+
+
+@pytest.mark.skipif(not report_line.LOCAL_SOCKETS, reason="abstract Unix sockets are Linux's")
+def test_a_worker_on_the_services_machine_takes_the_line_over_its_unix_socket(server):
+    client = ShardClient(server.address, TOKEN, worker="w0")
+    shard = client.request("train")
+    client.report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start)
+    assert client.status("train")["trained_records"] == 2 and client.reports_over_line == 1
+    local = ReportLine("127.0.0.1", server.report_line.port, TOKEN, "w1", local_name=server.report_line.local_name)
+    assert local.local and "report" in local.methods
+    local.close()
+    # A name this process cannot reach (the service in another network namespace, or on another machine): TCP.
+    elsewhere = ReportLine("127.0.0.1", server.report_line.port, TOKEN, "w1", local_name="not-in-this-namespace")
+    assert not elsewhere.local and "report" in elsewhere.methods
+    elsewhere.close()
+    with pytest.raises(ShardServiceError, match="UNAUTHENTICATED"):  # the token is checked there too
+        ReportLine("127.0.0.1", server.report_line.port, "wrong", "w1", local_name=server.report_line.local_name)
+
+
+@pytest.mark.skipif(not hasattr(os, "SCHED_BATCH"), reason="SCHED_BATCH is Linux's")
+def test_the_threads_serving_the_line_do_not_preempt_the_workers_that_wake_them(server):
+    line = ReportLine("127.0.0.1", server.report_line.port, TOKEN, "w0")
+    assert "report" in line.methods  # answered by its serving thread, which now exists
+    serving = [t.native_id for t in threading.enumerate() if t.name == "report-line"]
+    assert serving and all(os.sched_getscheduler(tid) == os.SCHED_BATCH for tid in serving)
+    assert os.sched_getscheduler(0) != os.SCHED_BATCH  # the rest of the service's process is as it was
+    line.close()
 
 
 def test_the_report_line_listens_on_loopback_and_a_taken_port_is_a_clear_error(server):

@@ -104,11 +104,12 @@ class _GrpcTransport:
         """The service's report line, or None (and gRPC from now on) where it has none or this process cannot
         reach it."""
         try:
-            port = self._over_grpc("report_line", {}).get("port")
-            if port is None:
+            where = self._over_grpc("report_line", {})
+            if where.get("port") is None:
                 raise ConnectionError(f"the shard service at {self._address} has no report line")
-            self._line = ReportLine(self._address.rpartition(":")[0], port, self._token, self._worker,
-                                    timeout_secs=min(self._timeout, LINE_TIMEOUT_SECS))
+            self._line = ReportLine(self._address.rpartition(":")[0], where["port"], self._token, self._worker,
+                                    timeout_secs=min(self._timeout, LINE_TIMEOUT_SECS),
+                                    local_name=where.get("local"))
         except (ConnectionError, ShardServiceError) as e:
             logger.info("%s; this process reports over gRPC.", e)
             self._line_wanted = False

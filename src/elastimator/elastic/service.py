@@ -299,7 +299,8 @@ class ShardService:
 METHODS = ("add_dataset", "request", "report", "bad_records", "release", "heartbeat", "leave", "fail_worker", "seal",
            "commit", "restore", "status", "open", "unheard")
 SERVER_METHODS = ("report_line",)
-"""Calls about the server rather than the book: `report_line` answers the report line's port (or None)."""
+"""Calls about the server rather than the book: `report_line` answers where the report line listens: its port
+(None for none) and, for workers on this machine, its Unix socket's name (`local`)."""
 
 
 KEEPALIVE_MS = 10_000
@@ -359,7 +360,8 @@ class ShardServer:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request is not a JSON object: {e}")
             try:
                 if method == "report_line":
-                    reply = {"port": self.report_line.port if self.report_line is not None else None}
+                    line = self.report_line
+                    reply = {"port": line.port, "local": line.local_name} if line is not None else {"port": None}
                 else:
                     reply = self.service.handle(method, request)
             except ShardServiceError as e:
