@@ -2,10 +2,12 @@
 
 elastic_input.py measures what elastic input costs in examples/s, and elastic_step_trace.py where the time
 goes inside a step. On two cores every thread that runs takes a core from the step's, so this counts CPU
-time, from /proc (per thread, user + system), over `--steps` untraced steps after `--warmup`:
-  trainer            the training process, by thread: TensorFlow's op pools (`tf_Compute`), tf.data's,
-                     the main thread (the step's host work and its hooks), the other Python threads
-                     (the feed's heartbeat, the report gate's, tf.data's Python readers), gRPC's own
+time, from /proc (per thread), over `--steps` untraced steps after `--warmup`, and the wall time the host
+spends between two session calls (the hooks, where a worker sends its report):
+  trainer            the training process, by thread: `tf_compute` (TensorFlow's op pools: the step's ops, the
+                     write gate's numpy_function among them), `main` (the session call's host work and every
+                     hook: the report's send), `python_threads` (started by Python: the feed's heartbeat),
+                     `grpc` (gRPC's own), `other` (unnamed native threads: tf.data's, its Python readers too)
   service            the remote shard service's process (elastic_remote only), all of its threads
 Contenders, each trained in a fresh process, one step per call, rounds in a shuffled order:
   file_reader      the plain FileReader pipeline
@@ -16,8 +18,9 @@ With `--against REV`, elastic@REV and elastic_remote@REV run the code of git rev
 `input alone`: the CPU per batch of each contender's input pipeline iterated on its own (no model, no
 reports), in a process of its own.
 
-The figures are medians over the rounds. A thread the kernel runs while the step's ops wait costs wall time
-only if the cores were full; the table gives CPU, and elastic_input.md the examples/s.
+The figures are medians over the rounds. CPU on the step's own path (`host`, the main thread's) costs wall time
+one for one; another thread's costs it only as far as it takes a core the step's ops wanted. elastic_input.md
+gives the examples/s.
 
 Run:  python bench/elastic_cpu.py [--rows 200000] [--warmup 200] [--steps 1000] [--rounds 3] [--against REV]
 Results go to bench/results/elastic_cpu.{json,md}.
@@ -95,16 +98,35 @@ def group_of(name: str, tid: int, python_threads: set[int]) -> str:
     return "other"  # unnamed native threads: tf.data's (its Python readers too), TensorFlow's runtime
 
 
-class CpuWindow(tf.compat.v1.train.SessionRunHook):
-    """Counts CPU per thread (and the remote service's) over the calls after the first `warmup`; stops training
-    `steps` calls later."""
+class CallEnd(tf.compat.v1.train.SessionRunHook):
+    """The first hook: its after_run is the first thing the host runs as a session call returns."""
 
-    def __init__(self, warmup: int, steps: int):
+    def __init__(self):
+        self.at = 0.0
+
+    def after_run(self, run_context, run_values):
+        self.at = time.perf_counter()
+
+
+class CpuWindow(tf.compat.v1.train.SessionRunHook):
+    """The last hook: counts CPU per thread (and the remote service's) over the calls after the first `warmup`,
+    and the wall time the host spends outside the session calls (hooks and MonitoredSession's own work: the
+    step's serial host path); stops training `steps` calls later."""
+
+    def __init__(self, warmup: int, steps: int, call_end: CallEnd):
         self._warmup, self._steps, self._calls = warmup, steps, 0
+        self._call_end = call_end
+        self._call_start = 0.0
+        self._in_calls = 0.0
         self.per_step: dict[str, float] = {}
+
+    def before_run(self, run_context):
+        self._call_start = time.perf_counter()
 
     def after_run(self, run_context, run_values):
         self._calls += 1
+        if self._calls > self._warmup:
+            self._in_calls += self._call_end.at - self._call_start
         if self._calls == self._warmup:
             self._services = child_processes()
             self._start = (time.perf_counter(), thread_cpu(), self._service_cpu())
@@ -123,7 +145,8 @@ class CpuWindow(tf.compat.v1.train.SessionRunHook):
         for tid, (name, seconds) in threads.items():
             per_group[group_of(name, tid, python_threads)] += seconds - threads_then.get(tid, (name, 0.0))[1]
         micros = 1e6 / self._steps
-        self.per_step = {"wall": (now - started) * micros, "trainer": sum(per_group.values()) * micros,
+        self.per_step = {"wall": (now - started) * micros, "host": (now - started - self._in_calls) * micros,
+                         "trainer": sum(per_group.values()) * micros,
                          **{group: seconds * micros for group, seconds in per_group.items()},
                          "service": (service - service_then) * micros}
 
@@ -136,13 +159,14 @@ def measure_contender(name: str, path: str, rows: int, batch_size: int, warmup: 
 
     args = argparse.Namespace(rows=rows, batch_size=batch_size)
     epochs = (warmup + steps + 10) * batch_size // rows + 2
-    window = CpuWindow(warmup, steps)
+    call_end = CallEnd()
+    window = CpuWindow(warmup, steps, call_end)
     with tempfile.TemporaryDirectory() as tmp:
         # A plain SessionRunHook (no several_steps_per_call): one step per call, as elastic_input's turns run.
         with elastic_input.trainer(kind, path, tmp, args, epochs, src) as (input_fn, hooks):
             estimator = est.Estimator(deepfm.criteo_model_fn, model_dir=os.path.join(tmp, "model"),
                                       config=est.RunConfig(tf_random_seed=1))
-            estimator.train(input_fn, hooks=[*hooks, window], steps=warmup + steps + 1)
+            estimator.train(input_fn, hooks=[call_end, *hooks, window], steps=warmup + steps + 1)
     if not window.per_step:
         raise RuntimeError(f"{name} stopped before {warmup + steps} steps: its input ended early")
     return window.per_step
@@ -193,7 +217,7 @@ def main(argv=None) -> dict:
                 with ProcessPoolExecutor(1, mp_context=spawn) as pool:
                     inputs[name].append(pool.submit(measure_input, name, path, args.rows, args.batch_size,
                                                     args.warmup, args.steps, src).result())
-    columns = ("wall", "trainer", *GROUPS, "service")
+    columns = ("wall", "host", "trainer", *GROUPS, "service")
     figures = {name: {c: statistics.median(r[c] for r in rounds) for c in columns} for name, rounds in steps.items()}
     for name in contenders:
         figures[name]["input_alone"] = statistics.median(inputs[name])
@@ -213,7 +237,8 @@ def main(argv=None) -> dict:
         f"DeepFM-like model on a Criteo-shaped file ({args.rows} rows), batch {args.batch_size}, one step per "
         f"call. Each contender trains in a fresh process, {args.rounds} rounds in a shuffled order; CPU time "
         f"from /proc over {args.steps} steps after {args.warmup}, in microseconds per step (medians of the "
-        "rounds). `wall` is the step's wall time; `trainer` the training process's CPU, split into its threads' "
+        "rounds). `wall` is the step's wall time, `host` the part of it outside the session call (the hooks, the "
+        "report's send among them: the step's serial host path); `trainer` the training process's CPU, split into its threads' "
         "groups (see bench/elastic_cpu.py); `service` the remote shard service's process; `input_alone` the "
         f"CPU per batch of the input pipeline iterated on its own. Machine: {result['machine']}.\n\n"
         + header + rows + "\nOver the plain pipeline's:\n\n" + header + extra

@@ -92,6 +92,22 @@ def test_elastic_step_trace_benchmark_traces_the_elastic_steps_python_calls(tmp_
     sys.modules.pop("elastic_step_trace", None)
 
 
+@pytest.mark.slow
+def test_elastic_cpu_benchmark_counts_each_inputs_threads_and_the_remote_service(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
+    import elastic_cpu
+
+    result = elastic_cpu.main(["--rows", "2000", "--batch-size", "32", "--warmup", "3", "--steps", "6",
+                               "--rounds", "1", "--out", str(tmp_path)])
+    figures = result["median_micros_per_step"]
+    assert set(figures) == {"file_reader", "elastic", "elastic_remote"}
+    for name, per_step in figures.items():
+        assert per_step["wall"] > per_step["host"] > 0 and per_step["main"] > 0 and per_step["input_alone"] > 0
+        assert (per_step["service"] > 0) == (name == "elastic_remote")  # only it has a service process
+    assert "Over the plain pipeline's" in (tmp_path / "elastic_cpu.md").read_text()
+    sys.modules.pop("elastic_cpu", None)
+
+
 def test_shard_seals_benchmark_writes_its_results(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
     import shard_seals
