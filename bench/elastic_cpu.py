@@ -29,16 +29,13 @@ Results go to bench/results/elastic_cpu.{json,md}.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import platform
-import random
 import statistics
 import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -48,10 +45,10 @@ import tensorflow as tf  # noqa: E402
 
 import elastic_input  # noqa: E402
 import generate_data  # noqa: E402
+from elastic_step_trace import AGAINST, CONTENDERS  # noqa: E402
 from report import RESULTS, write_results  # noqa: E402
+from timing import in_fresh_processes, shuffled_rounds  # noqa: E402
 
-CONTENDERS = ("file_reader", "elastic", "elastic_remote")
-AGAINST = ("elastic", "elastic_remote")
 GROUPS = ("tf_compute", "main", "python_threads", "grpc", "other")
 """The trainer's threads, grouped: see the module doc."""
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -203,20 +200,15 @@ def main(argv=None) -> dict:
     contenders = CONTENDERS + tuple(f"{kind}@{args.against}" for kind in (AGAINST if args.against else ()))
     steps: dict[str, list[dict]] = {name: [] for name in contenders}
     inputs: dict[str, list[float]] = {name: [] for name in contenders}
-    spawn = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp, elastic_input.worktree(args.against) as src:
         path = os.path.join(tmp, "criteo.tsv")
         generate_data.generate(path, args.rows)
-        for round_ in range(args.rounds):
-            order = list(contenders)
-            random.Random(round_).shuffle(order)
-            for name in order:  # a fresh process each: nothing one input sets for its process reaches another
-                with ProcessPoolExecutor(1, mp_context=spawn) as pool:
-                    steps[name].append(pool.submit(measure_contender, name, path, args.rows, args.batch_size,
-                                                   args.warmup, args.steps, src).result())
-                with ProcessPoolExecutor(1, mp_context=spawn) as pool:
-                    inputs[name].append(pool.submit(measure_input, name, path, args.rows, args.batch_size,
-                                                    args.warmup, args.steps, src).result())
+        for order in shuffled_rounds(contenders, args.rounds):
+            for name in order:
+                steps[name].append(in_fresh_processes(measure_contender, name, path, args.rows, args.batch_size,
+                                                      args.warmup, args.steps, src))
+                inputs[name].append(in_fresh_processes(measure_input, name, path, args.rows, args.batch_size,
+                                                       args.warmup, args.steps, src))
     columns = ("wall", "host", "trainer", *GROUPS, "service")
     figures = {name: {c: statistics.median(r[c] for r in rounds) for c in columns} for name, rounds in steps.items()}
     for name in contenders:

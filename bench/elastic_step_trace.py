@@ -27,15 +27,12 @@ Results go to bench/results/elastic_step_trace.{json,md}.
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import os
 import platform
-import random
 import statistics
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -46,6 +43,7 @@ import tensorflow as tf  # noqa: E402
 import elastic_input  # noqa: E402
 import generate_data  # noqa: E402
 from report import RESULTS, write_results  # noqa: E402
+from timing import in_fresh_processes, shuffled_rounds  # noqa: E402
 
 CONTENDERS = ("file_reader", "elastic", "elastic_remote")
 AGAINST = ("elastic", "elastic_remote")
@@ -143,19 +141,14 @@ def main(argv=None) -> dict:
     args = parser.parse_args(argv)
     contenders = CONTENDERS + tuple(f"{kind}@{args.against}" for kind in (AGAINST if args.against else ()))
     steps: dict[str, list[dict]] = {name: [] for name in contenders}
-    spawn = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp, elastic_input.worktree(args.against) as src:
         path = os.path.join(tmp, "criteo.tsv")
         generate_data.generate(path, args.rows)
-        for round_ in range(args.rounds):
-            order = list(contenders)
-            random.Random(round_).shuffle(order)
-            for name in order:  # a fresh process each: nothing one input sets for its process reaches another
-                with ProcessPoolExecutor(1, mp_context=spawn) as pool:
-                    steps[name] += pool.submit(trace_contender, name, path, args.rows, args.batch_size,
-                                               args.warmup, args.traced, src).result()
-        with ProcessPoolExecutor(1, mp_context=spawn) as pool:
-            floor = pool.submit(numpy_function_floor, args.floor_calls, args.rounds).result()
+        for order in shuffled_rounds(contenders, args.rounds):
+            for name in order:
+                steps[name] += in_fresh_processes(trace_contender, name, path, args.rows, args.batch_size,
+                                                  args.warmup, args.traced, src)
+        floor = in_fresh_processes(numpy_function_floor, args.floor_calls, args.rounds)
     figures = {name: {key: statistics.median(step[key] for step in name_steps if key in step)
                       for key in sorted({key for step in name_steps for key in step})}
                for name, name_steps in steps.items()}

@@ -6,8 +6,25 @@ import multiprocessing
 import random
 import time
 import traceback
+from concurrent.futures import ProcessPoolExecutor
 
 import tensorflow as tf
+
+
+def in_fresh_processes(target, *args):
+    """`target(*args)` in a fresh (spawned) process of its own; its result. Nothing one contender sets for its
+    process (thread pools, allocator settings, the elastimator version it imports) reaches another."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(target, *args).result()
+
+
+def shuffled_rounds(names, rounds: int):
+    """Each round's order of `names`: shuffled, seeded by the round, so that no contender always follows the
+    same one."""
+    for round_ in range(rounds):
+        order = list(names)
+        random.Random(round_).shuffle(order)
+        yield order
 
 
 class WindowTimer(tf.compat.v1.train.SessionRunHook):
