@@ -63,10 +63,13 @@ def thread_cpu(pid: int | str = "self") -> dict[int, tuple[str, float]]:
         try:
             with open(f"{task}/stat") as f:
                 head, _, rest = f.read().rpartition(")")
-            with open(f"{task}/schedstat") as f:
-                ran_ns = int(f.read().split()[0])
         except FileNotFoundError:  # the thread ended meanwhile
             continue
+        try:
+            with open(f"{task}/schedstat") as f:
+                ran_ns = int(f.read().split()[0])
+        except FileNotFoundError:  # no schedstats in this kernel, or the thread ended since: its ticks serve
+            ran_ns = 0
         fields = rest.split()
         seconds = ran_ns / 1e9 if ran_ns else (int(fields[11]) + int(fields[12])) / _TICK
         threads[int(tid)] = (head.partition("(")[2], seconds)
