@@ -44,8 +44,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples", "criteo"))
 import tensorflow as tf  # noqa: E402
 
 import elastic_input  # noqa: E402
-import generate_data  # noqa: E402
-from elastic_step_trace import AGAINST, CONTENDERS  # noqa: E402
+from elastic_step_trace import CONTENDERS  # noqa: E402
 from report import RESULTS, write_results  # noqa: E402
 from timing import in_fresh_processes, shuffled_rounds  # noqa: E402
 
@@ -196,16 +195,13 @@ def main(argv=None) -> dict:
     parser.add_argument("--warmup", type=int, default=200)
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--against", metavar="REV", help="also measure elastic and elastic_remote with the code "
-                        "of this git revision (a worktree), side by side")
+    elastic_input.add_against_argument(parser, "measure")
     parser.add_argument("--out", default=RESULTS)
     args = parser.parse_args(argv)
-    contenders = CONTENDERS + tuple(f"{kind}@{args.against}" for kind in (AGAINST if args.against else ()))
+    contenders = elastic_input.with_against(CONTENDERS, args.against)
     steps: dict[str, list[dict]] = {name: [] for name in contenders}
     inputs: dict[str, list[float]] = {name: [] for name in contenders}
-    with tempfile.TemporaryDirectory() as tmp, elastic_input.worktree(args.against) as src:
-        path = os.path.join(tmp, "criteo.tsv")
-        generate_data.generate(path, args.rows)
+    with elastic_input.data_and_worktree(args.rows, args.against) as (path, src):
         for order in shuffled_rounds(contenders, args.rounds):
             for name in order:
                 steps[name].append(in_fresh_processes(measure_contender, name, path, args.rows, args.batch_size,

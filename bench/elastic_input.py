@@ -169,21 +169,38 @@ def worktree(rev: str | None):
                            capture_output=True)
 
 
+def add_against_argument(parser: argparse.ArgumentParser, measure: str) -> None:
+    """The --against REV option of the elastic benchmarks; `measure` is what they do with each contender."""
+    parser.add_argument("--against", metavar="REV", help=f"also {measure} elastic and elastic_remote with the code "
+                        "of this git revision (a worktree), side by side")
+
+
+def with_against(contenders: tuple[str, ...], rev: str | None) -> tuple[str, ...]:
+    """`contenders`, then KIND@REV for each kind that also runs `rev`'s code (none without a rev)."""
+    return contenders + tuple(f"{kind}@{rev}" for kind in (AGAINST if rev else ()))
+
+
+@contextlib.contextmanager
+def data_and_worktree(rows: int, rev: str | None):
+    """(a Criteo-shaped file of `rows` rows, the `src` folder of a worktree of `rev` or None), both temporary."""
+    with tempfile.TemporaryDirectory() as tmp, worktree(rev) as src:
+        path = os.path.join(tmp, "criteo.tsv")
+        generate_data.generate(path, rows)
+        yield path, src
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--against", metavar="REV", help="also train elastic and elastic_remote with the code of "
-                        "this git revision (a worktree), side by side")
+    add_against_argument(parser, "train")
     add_timed_run_arguments(parser)
     parser.set_defaults(steps=50, runs=10)
     args = parser.parse_args(argv)
-    contenders = INPUTS + tuple(f"{kind}@{args.against}" for kind in (AGAINST if args.against else ()))
+    contenders = with_against(INPUTS, args.against)
     compared = contenders[1:]
     rounds = []
-    with tempfile.TemporaryDirectory() as tmp, worktree(args.against) as src:
-        path = os.path.join(tmp, "criteo.tsv")
-        generate_data.generate(path, args.rows)
+    with data_and_worktree(args.rows, args.against) as (path, src):
         for round_ in range(args.rounds):
             robin = race(path, args, seed=round_, contenders=contenders, src=src)
             rates = {kind: robin.rate(kind, args.batch_size) for kind in contenders}

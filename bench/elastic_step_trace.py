@@ -41,12 +41,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "examples", "criteo"))
 import tensorflow as tf  # noqa: E402
 
 import elastic_input  # noqa: E402
-import generate_data  # noqa: E402
 from report import RESULTS, write_results  # noqa: E402
 from timing import in_fresh_processes, shuffled_rounds  # noqa: E402
 
 CONTENDERS = ("file_reader", "elastic", "elastic_remote")
-AGAINST = ("elastic", "elastic_remote")
 """The contenders that also run another version's code with --against."""
 OPS = ("shard_reports/send", "shard_reports/settled")
 """The elastic step's Python calls, by node name."""
@@ -135,15 +133,12 @@ def main(argv=None) -> dict:
     parser.add_argument("--traced", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--floor-calls", type=int, default=3000)
-    parser.add_argument("--against", metavar="REV", help="also trace elastic and elastic_remote with the code of "
-                        "this git revision (a worktree), side by side")
+    elastic_input.add_against_argument(parser, "trace")
     parser.add_argument("--out", default=RESULTS)
     args = parser.parse_args(argv)
-    contenders = CONTENDERS + tuple(f"{kind}@{args.against}" for kind in (AGAINST if args.against else ()))
+    contenders = elastic_input.with_against(CONTENDERS, args.against)
     steps: dict[str, list[dict]] = {name: [] for name in contenders}
-    with tempfile.TemporaryDirectory() as tmp, elastic_input.worktree(args.against) as src:
-        path = os.path.join(tmp, "criteo.tsv")
-        generate_data.generate(path, args.rows)
+    with elastic_input.data_and_worktree(args.rows, args.against) as (path, src):
         for order in shuffled_rounds(contenders, args.rounds):
             for name in order:
                 steps[name] += in_fresh_processes(trace_contender, name, path, args.rows, args.batch_size,
