@@ -1,7 +1,7 @@
 """The cost of elastic input: training examples/s with a plain FileReader vs the same file through the
 shard service, every batch reported after the step that trained it.
 
-Five trainers, each training its own copy of the model in a process of its own, taking turns of `--steps`
+Six trainers, each training its own copy of the model in a process of its own, taking turns of `--steps`
 steps (timing.RoundRobin, in a fresh order each cycle), so that all are timed under the same machine
 conditions and none is charged for what another sets for its whole process:
   file_reader        the plain FileReader pipeline (no service)
@@ -10,6 +10,10 @@ conditions and none is charged for what another sets for its whole process:
                      chief reaches it: reports and shard requests over the report line, the rest over gRPC
   elastic_grpc       the same, with reports and requests over gRPC too (the service's report line off), as
                      before the line
+  elastic_floor      the service in the training process, and no per-step report protocol: the step's tags
+                     are fetched, and the batches reported 25 at a time (FLOOR_REPORTS), with no write gate. Not
+                     a mode elastimator offers (a failure could replay 25 batches, not one): what the elastic
+                     input itself costs, the floor under any report protocol that keeps the bound
   file_reader_again  the plain pipeline once more: the control, whose "cost" is the measurement's noise
 The remote services run on the same cores as the trainers, as a local cluster's chief does.
 With `--against REV`, elastic@REV and elastic_remote@REV train with another version of elastimator (a git
@@ -53,9 +57,11 @@ from timing import RoundRobin  # noqa: E402
 TOKEN = "bench-token"
 
 
-INPUTS = ("file_reader", "elastic", "elastic_remote", "elastic_grpc", "file_reader_again")
+INPUTS = ("file_reader", "elastic", "elastic_remote", "elastic_grpc", "elastic_floor", "file_reader_again")
 AGAINST = ("elastic", "elastic_remote")
 """The contenders that also run another version's code with --against."""
+FLOOR_REPORTS = 25
+"""elastic_floor reports its batches this many at a time."""
 
 
 def start_remote_service(model_dir: str, report_port: str = "0", src: str | None = None
@@ -89,7 +95,7 @@ def trainer(kind: str, path: str, model_dir: str, args, epochs: int, src: str | 
     server = process = feed = None
     hooks = []
     try:
-        if kind == "elastic":
+        if kind in ("elastic", "elastic_floor"):
             server = ShardServer(ShardService(TOKEN)).start()
             client = ShardClient.in_process(server.service, worker="chief-0")
         elif kind in ("elastic_remote", "elastic_grpc"):
@@ -99,7 +105,8 @@ def trainer(kind: str, path: str, model_dir: str, args, epochs: int, src: str | 
         if kind.startswith("elastic"):
             feed = ShardFeed(client, ShardingSpec(name="train_set", size=spec.reader.data_nums, epochs=epochs,
                                                  shard_size=10 * args.batch_size)).start()
-            hooks.append(ShardReportHook.step_hook(feed))
+            reports = FloorReportHook if kind == "elastic_floor" else ShardReportHook
+            hooks.append(reports.step_hook(feed))
         yield DataSetInput(spec, feed=feed), hooks
         if trains and kind == "elastic_remote" and not client.reports_over_line:
             raise RuntimeError("elastic_remote's reports went over gRPC, not the report line: its figure would be "
@@ -112,6 +119,41 @@ def trainer(kind: str, path: str, model_dir: str, args, epochs: int, src: str | 
         if process is not None:
             process.terminate()
             process.wait(timeout=30)
+
+
+class FloorReportHook(tf.compat.v1.train.SessionRunHook):
+    """elastic_floor's reports: each call fetches its batch's tag, and every FLOOR_REPORTS calls the tags go to the
+    service in the training process, with no write gate."""
+
+    @classmethod
+    def step_hook(cls, feed):
+        from elastimator.estimator.training_step import StepHook
+
+        return StepHook(lambda step: cls(feed, step), several_steps_per_call=False)
+
+    def __init__(self, feed, step):
+        from elastimator.elastic.shards import SHARD_TAG
+
+        self._feed = feed
+        self._tags = step.outputs[SHARD_TAG]
+        self._trained: list[list[int]] = []
+
+    def before_run(self, run_context):
+        return tf.compat.v1.train.SessionRunArgs(self._tags)
+
+    def after_run(self, run_context, run_values):
+        self._trained.extend(run_values.results.reshape(-1, 4).tolist())
+        if len(self._trained) >= FLOOR_REPORTS:
+            self._report()
+
+    def end(self, session):
+        self._report()
+        self._feed.leave()
+
+    def _report(self) -> None:
+        for shard_id, lease, offset, records in self._trained:
+            self._feed.client.report(self._feed.dataset.name, shard_id, records, offset=offset, lease=lease)
+        self._trained = []
 
 
 def import_contender(name: str, src: str | None):
@@ -216,7 +258,8 @@ def main(argv=None) -> dict:
               "train_examples_per_sec": {kind: statistics.median(r["train_examples_per_sec"][kind] for r in rounds)
                                          for kind in contenders},
               "throughput_cost": cost["elastic"], "throughput_cost_remote": cost["elastic_remote"],
-              "throughput_cost_remote_grpc": cost["elastic_grpc"], "control_cost": cost["file_reader_again"],
+              "throughput_cost_remote_grpc": cost["elastic_grpc"], "throughput_cost_floor": cost["elastic_floor"],
+              "control_cost": cost["file_reader_again"],
               "throughput_cost_interval_90": interval, "throughput_cost_against_file_reader": against_first,
               "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, TF {tf.__version__}"}
     header = "| round | " + " | ".join(f"{kind} ex/s" for kind in contenders) + " | " + " | ".join(
@@ -236,7 +279,9 @@ def main(argv=None) -> dict:
         + f"\n**Throughput cost of elastic input (median of the rounds): {cost['elastic']:.1%}** with the service "
         f"in the training process (chief, local job); **{cost['elastic_remote']:.1%}** with the service in "
         f"another process (workers, reports and requests over the report line), {cost['elastic_grpc']:.1%} "
-        f"with them over gRPC; the control measured {cost['file_reader_again']:.1%}.\n\n"
+        f"with them over gRPC; the control measured {cost['file_reader_again']:.1%}. Without the per-step "
+        f"report protocol (`elastic_floor`: reports {FLOOR_REPORTS} at a time, no write gate) the elastic input "
+        f"costs {cost['elastic_floor']:.1%}: the floor under any protocol that keeps the one-batch bound.\n\n"
         "How far each median could move were the rounds run again (90% bootstrap interval over the rounds): "
         + "; ".join(f"{kind} {interval[kind][0]:.1%} to {interval[kind][1]:.1%}" for kind in compared) + ".\n\n"
         "Against `file_reader` alone, as runs before this one measured: "

@@ -66,7 +66,8 @@ def test_shard_service_load_and_elastic_input_benchmarks(tmp_path, monkeypatch):
     # --against HEAD: the committed code trains beside the working tree's, from a worktree the run removes.
     cost = elastic_input.main(["--rows", "3000", "--batch-size", "32", "--steps", "12", "--warmup", "2", "--runs", "1",
                                "--rounds", "1", "--against", "HEAD", "--out", str(tmp_path)])
-    compared = {"elastic", "elastic_remote", "elastic_grpc", "file_reader_again", "elastic@HEAD", "elastic_remote@HEAD"}
+    compared = {"elastic", "elastic_remote", "elastic_grpc", "elastic_floor", "file_reader_again", "elastic@HEAD",
+                "elastic_remote@HEAD"}
     assert set(cost["train_examples_per_sec"]) == {"file_reader", *compared}
     assert set(cost["rounds"][0]["cost"]) == compared
     assert "Side by side with the code of HEAD" in (tmp_path / "elastic_input.md").read_text()
