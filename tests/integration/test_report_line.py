@@ -6,10 +6,13 @@ import json
 import os
 import socket
 import struct
+import subprocess
+import sys
 import threading
 
 import pytest
 
+from elastimator.elastic.ack_file import AckFile
 from elastimator.elastic.client import ShardClient
 from elastimator.elastic import report_line
 from elastimator.elastic.report_line import MAX_FRAME_BYTES, ReportLine
@@ -307,3 +310,74 @@ def test_the_report_line_listens_on_loopback_and_a_taken_port_is_a_clear_error(s
     with pytest.raises(ShardServiceError, match=f"report line could not listen on 127.0.0.1:{server.report_line.port}"
                                                 ".*Choose another report port"):
         ShardServer(ShardService(TOKEN), report_port=server.report_line.port).start()
+
+
+def test_a_quiet_report_counts_and_its_acknowledgement_comes_through_the_ack_file(server):
+    client = ShardClient(server.address, TOKEN, worker="w0")
+    acks = client.ack_file
+    shard = client.request("train")
+    answered = server.report_line.answered
+    counted = client.start_report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start)
+    assert acks.wait_for(1, timeout_secs=10)
+    counted()  # what a step's gate calls where the file did not yet say so: nothing sent again
+    assert client.status("train")["trained_records"] == 2 and client.reports_over_line == 1
+    assert server.report_line.answered == answered + 1  # the quiet report: no second one
+    client.close()
+
+
+def test_a_quiet_report_a_seal_holds_back_counts_once_the_chief_commits(server):
+    chief = ShardClient.in_process(server.service, "chief-0")
+    client = ShardClient(server.address, TOKEN, worker="w0")
+    acks = client.ack_file
+    shard = client.request("train")
+    seal = chief.seal(checkpoint_step=1)
+    counted = client.start_report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start)
+    assert not acks.wait_for(1, timeout_secs=10)  # handled, not counted
+    waiting = threading.Thread(target=counted)
+    waiting.start()
+    waiting.join(0.3)
+    assert waiting.is_alive() and chief.status("train")["trained_records"] == 0  # the writes would wait here
+    chief.commit(seal, checkpoint_step=1)
+    waiting.join(10)
+    assert not waiting.is_alive() and chief.status("train")["trained_records"] == 2
+    client.close()
+
+
+def test_a_quiet_report_the_book_refuses_raises_where_the_gate_checks(server):
+    client = ShardClient(server.address, TOKEN, worker="w0")
+    acks = client.ack_file
+    shard = client.request("train")
+    counted = client.start_report("train", shard.shard_id, 2, lease=shard.lease + 1, offset=shard.start)
+    assert not acks.wait_for(1, timeout_secs=10)
+    with pytest.raises(ShardServiceError, match="held by"):
+        counted()
+    assert client.status("train")["trained_records"] == 0
+    client.close()
+
+
+def test_only_a_worker_on_the_services_unix_socket_reports_quietly(server):
+    acks = AckFile.create()
+    local = ReportLine("127.0.0.1", server.report_line.port, TOKEN, "w1", local_name=server.report_line.local_name,
+                       acks=acks)
+    assert local.quiet
+    local.close()
+    over_tcp = ReportLine("127.0.0.1", server.report_line.port, TOKEN, "w1", local_name="not-in-this-namespace",
+                          acks=acks)
+    assert not over_tcp.quiet and over_tcp.send_quiet({"method": "report"}) is None
+    over_tcp.close()
+    acks.close()
+
+
+def test_an_ack_file_has_no_name_left_once_the_line_is_open_however_the_worker_ends(server):
+    worker = subprocess.run([sys.executable, "-c", f"""
+import os
+from elastimator.elastic.ack_file import AckFile
+from elastimator.elastic.report_line import ReportLine
+acks = AckFile.create()
+line = ReportLine("127.0.0.1", {server.report_line.port}, {TOKEN!r}, "w1", local_name={server.report_line.local_name!r},
+                  acks=acks)
+print(acks.path, line.quiet, os.path.exists(acks.path), flush=True)
+os.kill(os.getpid(), 9)
+"""], capture_output=True, text=True, timeout=120)
+    path, quiet, exists = worker.stdout.split()
+    assert worker.returncode == -9 and quiet == "True" and exists == "False" and not os.path.exists(path)

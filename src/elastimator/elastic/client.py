@@ -4,7 +4,9 @@ Messages are JSON objects; every call carries the job token. A call is retried
 while the service is unreachable (a chief restarting), for up to `retry_secs`.
 Reports and shard requests go over the service's report line
 (elastic/report_line.py) where it has one and this process can reach it, else
-over gRPC; a call the line could not deliver is sent again over gRPC.
+over gRPC; a call the line could not deliver is sent again over gRPC. A trainer
+on the service's machine sends its reports quietly where it has an ack file
+(elastic/ack_file.py): its training step reads their acknowledgements there.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Any, Callable
 
 import grpc
 
-from elastimator.elastic.report_line import LINE_METHODS, ReportLine
+from elastimator.elastic.ack_file import AckFile
+from elastimator.elastic.report_line import LINE_METHODS, LOCAL_SOCKETS, ReportLine
 from elastimator.elastic.service import KEEPALIVE_MS, METHODS, SERVER_METHODS, SERVICE, TOKEN_HEADER, ShardService
 from elastimator.elastic.shards import (Assigned, ShardBook, ShardingSpec, Drained, Failed, Finished,
                                         ShardServiceError, Wait)
@@ -57,6 +60,9 @@ class _GrpcTransport:
         """False once the line could not be opened: this process reaches the service over gRPC only."""
         self._line_lock = threading.Lock()
         self.line_reports = 0
+        self._acks: AckFile | None = None
+        self._acks_wanted = report_line and LOCAL_SOCKETS
+        """False once the line broke with the ack file in use: a line opened again answers every report."""
         # Reconnect quickly when the service comes back with a restarted chief (gRPC's default backoff grows
         # to minutes): a worker must hear of the rewind before the chief restores the model.
         # Keepalive pings find a connection whose peer vanished while the network was cut (its closing never
@@ -81,6 +87,34 @@ class _GrpcTransport:
         reply = self._over_grpc(method, request)
         return lambda: reply
 
+    def ack_file(self) -> AckFile | None:
+        """This process's ack file (made on first use), or None where its reports cannot go quietly."""
+        with self._line_lock:
+            if self._acks is None and self._acks_wanted:
+                self._acks = AckFile.create()
+                self._acks_wanted = self._acks is not None
+            return self._acks
+
+    def start_quiet_report(self, request: dict) -> int | None:
+        """Sends a report quietly (its acknowledgement comes through the ack file) and returns its number; None
+        where it cannot go so, and the ack file then tells the next step's gate to check in Python."""
+        with self._line_lock:
+            if self._acks is None:
+                return None
+            line = (self._line or self._open_line()) if self._line_wanted and self._acks_wanted else None
+            if line is not None and line.quiet:
+                try:
+                    number = line.send_quiet({"method": "report", **request})
+                except ConnectionError as e:
+                    self._line_broke(e)
+                    number = None
+                if number is not None:
+                    self._acks.await_report(number)
+                    self.line_reports += 1
+                    return number
+            self._acks.disarm()
+            return None
+
     def _line_reply(self, line: ReportLine, number: int, method: str, request: dict) -> dict:
         with self._line_lock:
             try:
@@ -98,6 +132,10 @@ class _GrpcTransport:
         # The service restarted (with the chief) or the network broke: gRPC waits for the service to come back,
         # and the next call on the line asks for it again.
         logger.info("%s; this call goes over gRPC.", error)
+        if self._line is not None and self._line.quiet:
+            # Its ack file may still hear of reports it carried: a line opened again answers every report.
+            self._acks_wanted = False
+            self._acks.disarm()
         self._line = None
 
     def _open_line(self) -> ReportLine | None:
@@ -109,7 +147,7 @@ class _GrpcTransport:
                 raise ConnectionError(f"the shard service at {self._address} has no report line")
             self._line = ReportLine(self._address.rpartition(":")[0], where["port"], self._token, self._worker,
                                     timeout_secs=min(self._timeout, LINE_TIMEOUT_SECS),
-                                    local_name=where.get("local"))
+                                    local_name=where.get("local"), acks=self._acks if self._acks_wanted else None)
         except (ConnectionError, ShardServiceError) as e:
             logger.info("%s; this process reports over gRPC.", e)
             self._line_wanted = False
@@ -135,6 +173,8 @@ class _GrpcTransport:
         with self._line_lock:
             if self._line is not None:
                 self._line.close()
+            if self._acks is not None:
+                self._acks.close()
         self._channel.close()
 
 
@@ -149,6 +189,12 @@ class _InProcessTransport:
         return lambda: reply
 
     line_reports = 0
+
+    def ack_file(self) -> None:
+        return None  # reports are counted as they are made
+
+    def start_quiet_report(self, request: dict) -> None:
+        return None
 
     def close(self) -> None:
         pass
@@ -220,6 +266,12 @@ class ShardClient:
                 self.lease_floor, self._floor_call = floor, started
 
     @property
+    def ack_file(self) -> AckFile | None:
+        """This worker's ack file (elastic/ack_file.py): where it is, reports go quietly and the training step
+        reads their acknowledgements; None where they are answered (in process, over TCP or gRPC)."""
+        return self._transport.ack_file()
+
+    @property
     def reports_over_line(self) -> int:
         """How many reports the service's report line delivered (the rest went over gRPC or in process)."""
         return self._transport.line_reports
@@ -252,15 +304,21 @@ class ShardClient:
         """Sends a report; returns what waits until the service has counted it. Over the report line the reply
         is read only then; while the chief saves a checkpoint, the report is sent again until it counts."""
         request = {"dataset": dataset, "shard_id": shard_id, "consumed": consumed, "lease": lease, "offset": offset}
-        first = self._start("report", dict(request))
+        number = self._transport.start_quiet_report(dict(request, worker=self.worker))
+        first = None if number is not None else self._start("report", dict(request))
 
-        def counted() -> None:
-            reply = first()
+        def answered() -> None:
+            reply = first() if first is not None else self.call("report", **request)
             while reply.get("sealing"):
                 time.sleep(poll_secs)
                 reply = self.call("report", **request)
 
-        return counted
+        def counted_quietly() -> None:
+            # Mostly the step's gate has seen it counted in the ack file, and this is never called.
+            if not self._transport.ack_file().wait_for(number, LINE_TIMEOUT_SECS):
+                answered()  # held by a seal, refused, or unheard of: sent again, and answered
+
+        return answered if number is None else counted_quietly
 
     def release(self, dataset: str, shard_id: int, lease: int) -> bool:
         """Gives back a shard this worker holds and will not train."""

@@ -5,7 +5,9 @@
 * `ShardReportHook` sends a batch's report as the call that trained it ends,
   and the next step's writes wait for its acknowledgement (the round trip
   overlaps the next step's forward pass), so a process that dies has at most
-  one trained batch unreported: the one batch replayed for it.
+  one trained batch unreported: the one batch replayed for it. A worker on the
+  service's machine reads the acknowledgement from its ack file inside the step
+  (elastic/ack_file.py); Python checks only where it is not there.
 * `ShardFeed.is_current` tells whether the service has since taken a batch's
   lease back (a rewind); such batches are dropped: as they are read, and again
   right before the step writes (or, in calls of several steps, as the step's
@@ -31,6 +33,7 @@ import tensorflow as tf
 
 from elastimator.data import reader as readers
 from elastimator.data.parsing import BAD_RECORDS_HINT
+from elastimator.elastic import ack_file
 from elastimator.elastic.client import ShardClient
 from elastimator.elastic.reporter import Reporter
 from elastimator.elastic.shards import (
@@ -234,6 +237,15 @@ class ShardFeed:
             abandoned = lease in self._abandoned
         return not abandoned and (floor is None or ShardBook.is_current(lease, floor))
 
+    def publish_floor(self) -> None:
+        """Tells the step's gate, through the ack file, the lease floor it may check batches against. Called
+        between training calls only: the gate reads the file in them."""
+        acks = self.client.ack_file
+        if acks is not None:
+            with self._lock:
+                abandoned = list(self._abandoned)
+            acks.set_floor(ack_file.gate_floor(self.client.lease_floor, abandoned))
+
     def reporter(self) -> Reporter:
         """A training's reporter: what it puts goes out in its steps, and while this feed's input waits for
         shards (no step may come until another worker's shard is done, and that may wait for this one's)."""
@@ -286,7 +298,9 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
     their reports as the call ends. The next call's gate, as the call takes its batch, waits until they are
     acknowledged, beside the forward pass, and the call's writes wait for the gate (write_gate,
     elastic/reporter.py); a step whose batch the service took back meanwhile is withdrawn before it writes
-    anything.
+    anything. Where the worker has an ack file (on the service's machine, one step per call), the gate first
+    reads it once the loss is computed: the report counted and the batch's lease above the floor, the writes
+    go without a Python call.
     """
 
     @classmethod
@@ -312,13 +326,20 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
         self._gated = False
         """Whether each call waits for the previous one's reports before it writes; if not (a train op that writes
         nothing), the hook also waits for each call's reports as it ends."""
+        self._fast = False
+        """Whether the gate reads the acknowledgements in the ack file, calling Python only where they are not
+        there; the hook then fetches each call's tags."""
         if step.train_op is not None:
             # The gate runs as the call takes its batch, beside the forward pass: it waits there for the
             # acknowledgement of the reports the previous call sent as it ended, and the writes wait for it.
+            acks = feed.client.ack_file
             gate = write_gate.gate_writes(step.train_op, self._may_write, tensors=[self._tags],
-                                          name="shard_reports/settled")
+                                          name="shard_reports/settled",
+                                          fast=acks.fast_check if acks is not None else None,
+                                          fast_after=[step.loss])
             self._gated = gate.holds_writes
-            self._gate_sees_tags = gate.holds_writes and gate.given[0]
+            self._gate_sees_tags = gate.holds_writes and gate.given[0] and not gate.fast
+            self._fast = gate.fast
 
     def _may_write(self, tags) -> bool:
         """In each call, before it writes: the previous calls' reports are in, and its batches still leased."""
@@ -333,10 +354,15 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
     def before_run(self, run_context):
         self._in_call = True
         self._checked = None
+        if self._fast:
+            self._feed.publish_floor()
         return None if self._gate_sees_tags else tf.compat.v1.train.SessionRunArgs(self._tags)
 
     def after_run(self, run_context, run_values):
         self._in_call = False
+        if self._fast:
+            # The call wrote: its gate saw the last reports counted, in the ack file or from Python.
+            self._reporter.acknowledged()
         tags = self._checked if self._gate_sees_tags else run_values.results
         if tags is not None:  # None: the call ran without its gate, so it trained nothing
             self._report(tags)
