@@ -381,3 +381,40 @@ os.kill(os.getpid(), 9)
 """], capture_output=True, text=True, timeout=120)
     path, quiet, exists = worker.stdout.split()
     assert worker.returncode == -9 and quiet == "True" and exists == "False" and not os.path.exists(path)
+
+
+def test_a_worker_over_tcp_or_grpc_has_no_ack_file_and_its_reports_are_answered(server, monkeypatch):
+    monkeypatch.setattr(report_line, "_connect_local", lambda name, timeout: None)  # another machine
+    over_tcp = ShardClient(server.address, TOKEN, worker="w0")
+    assert over_tcp.ack_file is None
+    shard = over_tcp.request("train")
+    over_tcp.report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start)
+    assert over_tcp.reports_over_line == 1 and over_tcp.status("train")["trained_records"] == 2
+    assert ShardClient(server.address, TOKEN, worker="w1", report_line=False).ack_file is None
+
+
+def test_the_chiefs_reports_are_counted_as_made_and_their_outcome_goes_to_its_ack_file(server):
+    chief = ShardClient.in_process(server.service, "chief-0")
+    acks = chief.ack_file
+    shard = chief.request("train")
+    counted = chief.start_report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start)
+    assert acks.wait_for(1, timeout_secs=0) and chief.status("train")["trained_records"] == 2
+    counted()  # nothing sent again
+    refused = chief.start_report("train", shard.shard_id, 2, lease=shard.lease + 1, offset=shard.start + 2)
+    assert not acks.wait_for(2, timeout_secs=0)
+    with pytest.raises(ShardServiceError, match="held by"):
+        refused()
+    assert chief.status("train")["trained_records"] == 2
+
+
+def test_after_the_line_breaks_reports_are_answered_and_each_counts_once(server):
+    client = ShardClient(server.address, TOKEN, worker="w0")
+    acks = client.ack_file
+    shard = client.request("train")
+    client.report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start)  # quietly
+    client._transport._line._sock.shutdown(socket.SHUT_RDWR)  # pylint: disable=protected-access  (a cut)
+    counted = client.start_report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start + 2)
+    counted()
+    client.report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start + 4)
+    assert client.status("train")["trained_records"] == 6 and acks is client.ack_file
+    client.close()

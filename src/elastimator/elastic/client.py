@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import grpc
 
-from elastimator.elastic.ack_file import AckFile
+from elastimator.elastic.ack_file import AckFile, AckWriter
 from elastimator.elastic.report_line import LINE_METHODS, LOCAL_SOCKETS, ReportLine
 from elastimator.elastic.service import KEEPALIVE_MS, METHODS, SERVER_METHODS, SERVICE, TOKEN_HEADER, ShardService
 from elastimator.elastic.shards import (Assigned, ShardBook, ShardingSpec, Drained, Failed, Finished,
@@ -61,8 +61,8 @@ class _GrpcTransport:
         self._line_lock = threading.Lock()
         self.line_reports = 0
         self._acks: AckFile | None = None
-        self._acks_wanted = report_line and LOCAL_SOCKETS
-        """False once the line broke with the ack file in use: a line opened again answers every report."""
+        """The ack file the first line took (`ack_file`): reports go quietly while that line lasts."""
+        self._acks_tried = not (report_line and LOCAL_SOCKETS)
         # Reconnect quickly when the service comes back with a restarted chief (gRPC's default backoff grows
         # to minutes): a worker must hear of the rewind before the chief restores the model.
         # Keepalive pings find a connection whose peer vanished while the network was cut (its closing never
@@ -88,11 +88,18 @@ class _GrpcTransport:
         return lambda: reply
 
     def ack_file(self) -> AckFile | None:
-        """This process's ack file (made on first use), or None where its reports cannot go quietly."""
+        """This process's ack file, or None where its reports cannot go quietly: the first call opens the report
+        line with it, and keeps it only where the service took it (a line over the Unix socket)."""
         with self._line_lock:
-            if self._acks is None and self._acks_wanted:
-                self._acks = AckFile.create()
-                self._acks_wanted = self._acks is not None
+            if not self._acks_tried:
+                self._acks_tried = True
+                acks = AckFile.create() if self._line is None and self._line_wanted else None
+                if acks is not None:
+                    line = self._open_line(acks)
+                    if line is not None and line.quiet:
+                        self._acks = acks
+                    else:
+                        acks.close()
             return self._acks
 
     def start_quiet_report(self, request: dict) -> int | None:
@@ -101,8 +108,8 @@ class _GrpcTransport:
         with self._line_lock:
             if self._acks is None:
                 return None
-            line = (self._line or self._open_line()) if self._line_wanted and self._acks_wanted else None
-            if line is not None and line.quiet:
+            line = self._line
+            if line is not None and line.quiet:  # the line that took the ack file: one opened since answers
                 try:
                     number = line.send_quiet({"method": "report", **request})
                 except ConnectionError as e:
@@ -132,22 +139,20 @@ class _GrpcTransport:
         # The service restarted (with the chief) or the network broke: gRPC waits for the service to come back,
         # and the next call on the line asks for it again.
         logger.info("%s; this call goes over gRPC.", error)
-        if self._line is not None and self._line.quiet:
-            # Its ack file may still hear of reports it carried: a line opened again answers every report.
-            self._acks_wanted = False
-            self._acks.disarm()
+        if self._acks is not None:
+            self._acks.disarm()  # the steps ask Python, which waits for the reports or sends them again
         self._line = None
 
-    def _open_line(self) -> ReportLine | None:
-        """The service's report line, or None (and gRPC from now on) where it has none or this process cannot
-        reach it."""
+    def _open_line(self, acks: AckFile | None = None) -> ReportLine | None:
+        """The service's report line (with the ack file `acks`), or None (and gRPC from now on) where it has none
+        or this process cannot reach it."""
         try:
             where = self._over_grpc("report_line", {})
             if where.get("port") is None:
                 raise ConnectionError(f"the shard service at {self._address} has no report line")
             self._line = ReportLine(self._address.rpartition(":")[0], where["port"], self._token, self._worker,
                                     timeout_secs=min(self._timeout, LINE_TIMEOUT_SECS),
-                                    local_name=where.get("local"), acks=self._acks if self._acks_wanted else None)
+                                    local_name=where.get("local"), acks=acks)
         except (ConnectionError, ShardServiceError) as e:
             logger.info("%s; this process reports over gRPC.", e)
             self._line_wanted = False
@@ -179,10 +184,15 @@ class _GrpcTransport:
 
 
 class _InProcessTransport:
-    """Calls a service living in this process (the chief's): no serialization, no network, same errors."""
+    """Calls a service living in this process (the chief's): no serialization, no network, same errors. Its
+    reports are counted as they are made; with an ack file, the count is written there for the next step's gate."""
 
     def __init__(self, service: ShardService):
         self._service = service
+        self._acks: AckFile | None = None
+        self._writer: AckWriter | None = None
+        self._acks_tried = False
+        self._quiet_sent = 0
 
     def start(self, method: str, request: dict) -> Callable[[], dict]:
         reply = self._service.handle(method, request)
@@ -190,14 +200,41 @@ class _InProcessTransport:
 
     line_reports = 0
 
-    def ack_file(self) -> None:
-        return None  # reports are counted as they are made
+    def ack_file(self) -> AckFile | None:
+        if not self._acks_tried:
+            self._acks_tried = True
+            acks = AckFile.create()
+            if acks is not None:
+                self._writer = AckWriter.open(acks.path)
+                acks.forget_path()
+                if self._writer is not None:
+                    self._acks = acks
+                else:
+                    acks.close()
+        return self._acks
 
-    def start_quiet_report(self, request: dict) -> None:
-        return None
+    def start_quiet_report(self, request: dict) -> int | None:
+        """Counts a report; its outcome goes to the ack file, not to the caller (who asks again only where the
+        next step's gate does not find it counted)."""
+        if self._acks is None:
+            return None
+        self._quiet_sent += 1
+        number = self._quiet_sent
+        try:
+            reply = self._service.handle("report", request)
+        except ShardServiceError:
+            reply = {"sealing": True}  # not counted: sent again, answered, it raises there
+        self._acks.await_report(number)
+        if reply.get("sealing"):
+            self._writer.not_counted(number)
+        else:
+            self._writer.acknowledge(number)
+        return number
 
     def close(self) -> None:
-        pass
+        if self._acks is not None:
+            self._acks.close()
+            self._writer.close()
 
 
 class ShardClient:
@@ -268,7 +305,7 @@ class ShardClient:
     @property
     def ack_file(self) -> AckFile | None:
         """This worker's ack file (elastic/ack_file.py): where it is, reports go quietly and the training step
-        reads their acknowledgements; None where they are answered (in process, over TCP or gRPC)."""
+        reads their acknowledgements; None where they are answered (over TCP or gRPC, or no /dev/shm)."""
         return self._transport.ack_file()
 
     @property
