@@ -14,7 +14,9 @@ reply to read. Anything else (the report not yet handled, held back by a seal,
 refused) takes the gate's Python check: it waits until the service has handled
 the report (`wait_for`), and where the book did not count it, sends it again
 as a call that is answered and waits, exactly as a report over the line always
-did (the book counts a report delivered twice once).
+did (the book counts a report delivered twice once). The chief, whose service
+runs in its own process, counts each report as it is made and writes the
+outcome to its ack file the same way.
 
 Layout, int64 words in native order:
   ACKED  (written by the service) the number of the last quiet report counted
