@@ -5,8 +5,8 @@ hello (`AckFile`, in /dev/shm). The service opens it (`AckWriter`, after
 checking it is a plain file of its own user, of the right size, where such files
 live), and the worker then removes its name: each side keeps it open, the step
 reads it through the worker's descriptor, and it is gone with both processes,
-however they end. For each report sent *quietly* (a packed frame that gets no reply),
-writes the report's number there once the book has counted it. The next
+however they end. For each report sent *quietly* (a packed frame that gets no
+reply), the service writes the report's number there once the book has counted it. The next
 training call's write gate reads the file with TensorFlow's own file op
 (`fast_check`) and lets the writes go when the number there is the worker's
 last report and the batch's lease is current: no Python inside the step, no

@@ -237,14 +237,12 @@ class ShardFeed:
             abandoned = lease in self._abandoned
         return not abandoned and (floor is None or ShardBook.is_current(lease, floor))
 
-    def publish_floor(self) -> None:
+    def publish_floor(self, acks: ack_file.AckFile) -> None:
         """Tells the step's gate, through the ack file, the lease floor it may check batches against. Called
         between training calls only: the gate reads the file in them."""
-        acks = self.client.ack_file
-        if acks is not None:
-            with self._lock:
-                abandoned = list(self._abandoned)
-            acks.set_floor(ack_file.gate_floor(self.client.lease_floor, abandoned))
+        with self._lock:
+            abandoned = list(self._abandoned)
+        acks.set_floor(ack_file.gate_floor(self.client.lease_floor, abandoned))
 
     def reporter(self) -> Reporter:
         """A training's reporter: what it puts goes out in its steps, and while this feed's input waits for
@@ -326,9 +324,9 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
         self._gated = False
         """Whether each call waits for the previous one's reports before it writes; if not (a train op that writes
         nothing), the hook also waits for each call's reports as it ends."""
-        self._fast = False
-        """Whether the gate reads the acknowledgements in the ack file, calling Python only where they are not
-        there; the hook then fetches each call's tags."""
+        self._acks: ack_file.AckFile | None = None
+        """The ack file the gate reads the acknowledgements in, calling Python only where they are not there
+        (None: the gate always calls Python); with one, the hook fetches each call's tags."""
         if step.train_op is not None:
             # The gate runs as the call takes its batch, beside the forward pass: it waits there for the
             # acknowledgement of the reports the previous call sent as it ended, and the writes wait for it.
@@ -339,7 +337,7 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
                                           fast_after=[step.loss])
             self._gated = gate.holds_writes
             self._gate_sees_tags = gate.holds_writes and gate.given[0] and not gate.fast
-            self._fast = gate.fast
+            self._acks = acks if gate.fast else None
 
     def _may_write(self, tags) -> bool:
         """In each call, before it writes: the previous calls' reports are in, and its batches still leased."""
@@ -354,13 +352,13 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
     def before_run(self, run_context):
         self._in_call = True
         self._checked = None
-        if self._fast:
-            self._feed.publish_floor()
+        if self._acks is not None:  # kept here: the client's ack_file waits for its line, busy with a request
+            self._feed.publish_floor(self._acks)
         return None if self._gate_sees_tags else tf.compat.v1.train.SessionRunArgs(self._tags)
 
     def after_run(self, run_context, run_values):
         self._in_call = False
-        if self._fast:
+        if self._acks is not None:
             # The call wrote: its gate saw the last reports counted, in the ack file or from Python.
             self._reporter.acknowledged()
         tags = self._checked if self._gate_sees_tags else run_values.results
