@@ -9,13 +9,14 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
-from elastimator.elastic.ack_file import AckFile
 from elastimator.elastic.client import ShardClient
 from elastimator.elastic import report_line
 from elastimator.elastic.report_line import MAX_FRAME_BYTES, ReportLine
+from elastimator.elastic.report_ring import ReportRing
 from elastimator.elastic.service import ShardServer, ShardService
 from elastimator.elastic.shards import ShardServiceError
 
@@ -312,109 +313,125 @@ def test_the_report_line_listens_on_loopback_and_a_taken_port_is_a_clear_error(s
         ShardServer(ShardService(TOKEN), report_port=server.report_line.port).start()
 
 
-def test_a_quiet_report_counts_and_its_acknowledgement_comes_through_the_ack_file(server):
+def test_a_report_in_the_ring_counts_with_no_frame_sent(server):
     client = ShardClient(server.address, TOKEN, worker="w0")
-    acks = client.ack_file
+    ring = client.report_ring
     shard = client.request("train")
     answered = server.report_line.answered
     counted = client.start_report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start)
-    assert acks.wait_for(1, timeout_secs=10)
-    counted()  # what a step's gate calls where the file did not yet say so: nothing sent again
+    counted()  # what a step's gate calls where the ring's words send it to Python: no seal, nothing to wait for
+    assert server.report_line.answered == answered  # the report went into the ring, not over the line
     assert client.status("train")["trained_records"] == 2 and client.reports_over_line == 1
-    assert server.report_line.answered == answered + 1  # the quiet report: no second one
+    assert ring is client.report_ring and not ring.closed
     client.close()
 
 
-def test_a_quiet_report_a_seal_holds_back_counts_once_the_chief_commits(server):
+def test_the_rings_reports_reach_the_book_with_no_call_made(server):
+    client = ShardClient(server.address, TOKEN, worker="w0")
+    client.report_ring  # pylint: disable=pointless-statement  (opens the line with the ring)
+    shard = client.request("train")
+    client.report("train", shard.shard_id, 3, lease=shard.lease, offset=shard.start)
+    deadline = time.monotonic() + 10
+    while server.service.book.status("train")["trained_records"] != 3 and time.monotonic() < deadline:
+        time.sleep(0.01)  # the server reads the rings a few times a second
+    assert server.service.book.status("train")["trained_records"] == 3
+    client.close()
+
+
+def test_a_seal_counts_what_the_ring_holds_and_holds_the_rest_until_the_commit(server):
     chief = ShardClient.in_process(server.service, "chief-0")
     client = ShardClient(server.address, TOKEN, worker="w0")
-    acks = client.ack_file
+    ring = client.report_ring
     shard = client.request("train")
+    client.report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start)  # before the seal
     seal = chief.seal(checkpoint_step=1)
-    counted = client.start_report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start)
-    assert not acks.wait_for(1, timeout_secs=10)  # handled, not counted
+    assert ring.sealing and chief.status("train")["trained_records"] == 2  # in the seal
+    counted = client.start_report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start + 2)
     waiting = threading.Thread(target=counted)
     waiting.start()
     waiting.join(0.3)
-    assert waiting.is_alive() and chief.status("train")["trained_records"] == 0  # the writes would wait here
+    assert waiting.is_alive() and chief.status("train")["trained_records"] == 2  # the writes would wait here
     chief.commit(seal, checkpoint_step=1)
     waiting.join(10)
-    assert not waiting.is_alive() and chief.status("train")["trained_records"] == 2
+    assert not waiting.is_alive() and not ring.sealing and chief.status("train")["trained_records"] == 4
     client.close()
 
 
-def test_a_quiet_report_the_book_refuses_raises_where_the_gate_checks(server):
+def test_a_report_the_book_refuses_in_the_ring_is_dropped_and_the_worker_hears_its_floor(server):
     client = ShardClient(server.address, TOKEN, worker="w0")
-    acks = client.ack_file
+    client.report_ring  # pylint: disable=pointless-statement
     shard = client.request("train")
-    counted = client.start_report("train", shard.shard_id, 2, lease=shard.lease + 1, offset=shard.start)
-    assert not acks.wait_for(1, timeout_secs=10)
-    with pytest.raises(ShardServiceError, match="held by"):
-        counted()
+    client.report("train", shard.shard_id, 2, lease=shard.lease + 1, offset=shard.start)  # not its lease
     assert client.status("train")["trained_records"] == 0
+    client.call("fail_worker", failed_worker="w0")  # given up on: every lease it held is below its floor now
+    client.heartbeat()
+    assert not client.lease_floor <= shard.lease
     client.close()
 
 
-def test_only_a_worker_on_the_services_unix_socket_reports_quietly(server):
-    acks = AckFile.create()
+def test_only_a_worker_on_the_services_unix_socket_hands_over_its_ring(server):
+    ring = ReportRing.create()
     local = ReportLine("127.0.0.1", server.report_line.port, TOKEN, "w1", local_name=server.report_line.local_name,
-                       acks=acks)
-    assert local.quiet
+                       ring=ring)
+    assert local.took_ring
     local.close()
+    ring.close()
+    ring = ReportRing.create()
     over_tcp = ReportLine("127.0.0.1", server.report_line.port, TOKEN, "w1", local_name="not-in-this-namespace",
-                          acks=acks)
-    assert not over_tcp.quiet and over_tcp.send_quiet({"method": "report"}) is None
+                          ring=ring)
+    assert not over_tcp.took_ring
     over_tcp.close()
-    acks.close()
+    ring.close()
 
 
-def test_an_ack_file_has_no_name_left_once_the_line_is_open_however_the_worker_ends(server):
+def test_what_a_killed_worker_wrote_to_its_ring_is_counted_and_no_name_is_left(server):
+    shard = server.service.handle("request", {"dataset": "train", "worker": "w1"})
     worker = subprocess.run([sys.executable, "-c", f"""
 import os
-from elastimator.elastic.ack_file import AckFile
+from elastimator.elastic.report_ring import ReportRing
 from elastimator.elastic.report_line import ReportLine
-acks = AckFile.create()
+ring = ReportRing.create()
 line = ReportLine("127.0.0.1", {server.report_line.port}, {TOKEN!r}, "w1", local_name={server.report_line.local_name!r},
-                  acks=acks)
-print(acks.path, line.quiet, os.path.exists(acks.path), flush=True)
+                  ring=ring)
+ring.put("train", {shard["shard_id"]}, {shard["lease"]}, {shard["start"]}, 4)
+print(ring.path, line.took_ring, os.path.exists(ring.path), flush=True)
 os.kill(os.getpid(), 9)
 """], capture_output=True, text=True, timeout=120)
-    path, quiet, exists = worker.stdout.split()
-    assert worker.returncode == -9 and quiet == "True" and exists == "False" and not os.path.exists(path)
+    path, took, exists = worker.stdout.split()
+    assert worker.returncode == -9 and took == "True" and exists == "False" and not os.path.exists(path)
+    deadline = time.monotonic() + 10
+    while server.service.handle("status", {"dataset": "train"})["trained_records"] != 4:
+        assert time.monotonic() < deadline, "the killed worker's report was never counted"
+        time.sleep(0.01)
 
 
-def test_a_worker_over_tcp_or_grpc_has_no_ack_file_and_its_reports_are_answered(server, monkeypatch):
+def test_a_worker_over_tcp_or_grpc_has_no_ring_and_its_reports_are_answered(server, monkeypatch):
     monkeypatch.setattr(report_line, "_connect_local", lambda name, timeout: None)  # another machine
     over_tcp = ShardClient(server.address, TOKEN, worker="w0")
-    assert over_tcp.ack_file is None
+    assert over_tcp.report_ring is None
     shard = over_tcp.request("train")
     over_tcp.report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start)
     assert over_tcp.reports_over_line == 1 and over_tcp.status("train")["trained_records"] == 2
-    assert ShardClient(server.address, TOKEN, worker="w1", report_line=False).ack_file is None
+    assert ShardClient(server.address, TOKEN, worker="w1", report_line=False).report_ring is None
 
 
-def test_the_chiefs_reports_are_counted_as_made_and_their_outcome_goes_to_its_ack_file(server):
+def test_the_chiefs_reports_go_into_its_ring_and_count_by_the_next_call(server):
     chief = ShardClient.in_process(server.service, "chief-0")
-    acks = chief.ack_file
+    assert chief.report_ring is not None
     shard = chief.request("train")
-    counted = chief.start_report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start)
-    assert acks.wait_for(1, timeout_secs=0) and chief.status("train")["trained_records"] == 2
-    counted()  # nothing sent again
-    refused = chief.start_report("train", shard.shard_id, 2, lease=shard.lease + 1, offset=shard.start + 2)
-    assert not acks.wait_for(2, timeout_secs=0)
-    with pytest.raises(ShardServiceError, match="held by"):
-        refused()
+    chief.start_report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start)()
     assert chief.status("train")["trained_records"] == 2
+    chief.close()
 
 
 def test_after_the_line_breaks_reports_are_answered_and_each_counts_once(server):
     client = ShardClient(server.address, TOKEN, worker="w0")
-    acks = client.ack_file
+    ring = client.report_ring
     shard = client.request("train")
-    client.report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start)  # quietly
+    client.report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start)  # into the ring
     client._transport._line._sock.shutdown(socket.SHUT_RDWR)  # pylint: disable=protected-access  (a cut)
     counted = client.start_report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start + 2)
     counted()
     client.report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start + 4)
-    assert client.status("train")["trained_records"] == 6 and acks is client.ack_file
+    assert client.status("train")["trained_records"] == 6 and ring is client.report_ring
     client.close()

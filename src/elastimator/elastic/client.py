@@ -5,8 +5,8 @@ while the service is unreachable (a chief restarting), for up to `retry_secs`.
 Reports and shard requests go over the service's report line
 (elastic/report_line.py) where it has one and this process can reach it, else
 over gRPC; a call the line could not deliver is sent again over gRPC. A trainer
-on the service's machine sends its reports quietly where it has an ack file
-(elastic/ack_file.py): its training step reads their acknowledgements there.
+on the service's machine (and the chief, in process) writes its reports into a
+report ring (elastic/report_ring.py) instead: shared memory the service reads.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import grpc
 
-from elastimator.elastic.ack_file import AckFile, AckWriter
+from elastimator.elastic.report_ring import ReportRing, RingReader, wait_unsealed
 from elastimator.elastic.report_line import LINE_METHODS, LOCAL_SOCKETS, ReportLine
 from elastimator.elastic.service import KEEPALIVE_MS, METHODS, SERVER_METHODS, SERVICE, TOKEN_HEADER, ShardService
 from elastimator.elastic.shards import (Assigned, ShardBook, ShardingSpec, Drained, Failed, Finished,
@@ -60,9 +60,10 @@ class _GrpcTransport:
         """False once the line could not be opened: this process reaches the service over gRPC only."""
         self._line_lock = threading.Lock()
         self.line_reports = 0
-        self._acks: AckFile | None = None
-        """The ack file the first line took (`ack_file`): reports go quietly while that line lasts."""
-        self._acks_tried = not (report_line and LOCAL_SOCKETS)
+        self._ring: ReportRing | None = None
+        """The report ring the first line took (`report_ring`): reports go there while that line lasts."""
+        self._ring_usable = False
+        self._ring_tried = not (report_line and LOCAL_SOCKETS)
         # Reconnect quickly when the service comes back with a restarted chief (gRPC's default backoff grows
         # to minutes): a worker must hear of the rewind before the chief restores the model.
         # Keepalive pings find a connection whose peer vanished while the network was cut (its closing never
@@ -87,40 +88,30 @@ class _GrpcTransport:
         reply = self._over_grpc(method, request)
         return lambda: reply
 
-    def ack_file(self) -> AckFile | None:
-        """This process's ack file, or None where its reports cannot go quietly: the first call opens the report
+    def report_ring(self) -> ReportRing | None:
+        """This process's report ring, or None where its reports are answered: the first call opens the report
         line with it, and keeps it only where the service took it (a line over the Unix socket)."""
         with self._line_lock:
-            if not self._acks_tried:
-                self._acks_tried = True
-                acks = AckFile.create() if self._line is None and self._line_wanted else None
-                if acks is not None:
-                    line = self._open_line(acks)
-                    if line is not None and line.quiet:
-                        self._acks = acks
+            if not self._ring_tried:
+                self._ring_tried = True
+                ring = ReportRing.create() if self._line is None and self._line_wanted else None
+                if ring is not None:
+                    line = self._open_line(ring)
+                    if line is not None and line.took_ring:
+                        self._ring, self._ring_usable = ring, True
                     else:
-                        acks.close()
-            return self._acks
+                        ring.close()
+            return self._ring
 
-    def start_quiet_report(self, request: dict) -> int | None:
-        """Sends a report quietly (its acknowledgement comes through the ack file) and returns its number; None
-        where it cannot go so, and the ack file then tells the next step's gate to check in Python."""
-        with self._line_lock:
-            if self._acks is None:
-                return None
-            line = self._line
-            if line is not None and line.quiet:  # the line that took the ack file: one opened since answers
-                try:
-                    number = line.send_quiet({"method": "report", **request})
-                except ConnectionError as e:
-                    self._line_broke(e)
-                    number = None
-                if number is not None:
-                    self._acks.await_report(number)
-                    self.line_reports += 1
-                    return number
-            self._acks.disarm()
-            return None
+    def put_report(self, request: dict) -> bool:
+        """Writes a report into the ring; False where it must go answered (no ring, or the line that took it broke,
+        or the ring is full or closed): the ring then tells the next step's gate to check in Python."""
+        if self._ring is None:
+            return False
+        put = _put(self._ring, request, self._ring_usable)
+        if put:
+            self.line_reports += 1
+        return put
 
     def _line_reply(self, line: ReportLine, number: int, method: str, request: dict) -> dict:
         with self._line_lock:
@@ -139,20 +130,19 @@ class _GrpcTransport:
         # The service restarted (with the chief) or the network broke: gRPC waits for the service to come back,
         # and the next call on the line asks for it again.
         logger.info("%s; this call goes over gRPC.", error)
-        if self._acks is not None:
-            self._acks.disarm()  # the steps ask Python, which waits for the reports or sends them again
+        self._ring_usable = False  # the service stops reading the ring as the line closes: reports are answered
         self._line = None
 
-    def _open_line(self, acks: AckFile | None = None) -> ReportLine | None:
-        """The service's report line (with the ack file `acks`), or None (and gRPC from now on) where it has none
-        or this process cannot reach it."""
+    def _open_line(self, ring: ReportRing | None = None) -> ReportLine | None:
+        """The service's report line (offered the report ring `ring`), or None (and gRPC from now on) where it has
+        none or this process cannot reach it."""
         try:
             where = self._over_grpc("report_line", {})
             if where.get("port") is None:
                 raise ConnectionError(f"the shard service at {self._address} has no report line")
             self._line = ReportLine(self._address.rpartition(":")[0], where["port"], self._token, self._worker,
                                     timeout_secs=min(self._timeout, LINE_TIMEOUT_SECS),
-                                    local_name=where.get("local"), acks=acks)
+                                    local_name=where.get("local"), ring=ring)
         except (ConnectionError, ShardServiceError) as e:
             logger.info("%s; this process reports over gRPC.", e)
             self._line_wanted = False
@@ -178,21 +168,21 @@ class _GrpcTransport:
         with self._line_lock:
             if self._line is not None:
                 self._line.close()
-            if self._acks is not None:
-                self._acks.close()
+            if self._ring is not None:
+                self._ring.close()
         self._channel.close()
 
 
 class _InProcessTransport:
     """Calls a service living in this process (the chief's): no serialization, no network, same errors. Its
-    reports are counted as they are made; with an ack file, the count is written there for the next step's gate."""
+    reports go into a report ring the service reads, as a worker's on the service's machine do."""
 
-    def __init__(self, service: ShardService):
+    def __init__(self, service: ShardService, worker: str):
         self._service = service
-        self._acks: AckFile | None = None
-        self._writer: AckWriter | None = None
-        self._acks_tried = False
-        self._quiet_sent = 0
+        self._worker = worker
+        self._ring: ReportRing | None = None
+        self._reader: RingReader | None = None
+        self._ring_tried = False
 
     def start(self, method: str, request: dict) -> Callable[[], dict]:
         reply = self._service.handle(method, request)
@@ -200,41 +190,37 @@ class _InProcessTransport:
 
     line_reports = 0
 
-    def ack_file(self) -> AckFile | None:
-        if not self._acks_tried:
-            self._acks_tried = True
-            acks = AckFile.create()
-            if acks is not None:
-                self._writer = AckWriter.open(acks.path)
-                acks.forget_path()
-                if self._writer is not None:
-                    self._acks = acks
+    def report_ring(self) -> ReportRing | None:
+        if not self._ring_tried:
+            self._ring_tried = True
+            ring = ReportRing.create()
+            if ring is not None:
+                self._reader = RingReader.open(ring.path)
+                ring.forget_path()
+                if self._reader is not None:
+                    self._service.attach_ring(self._worker, self._reader)
+                    self._ring = ring
                 else:
-                    acks.close()
-        return self._acks
+                    ring.close()
+        return self._ring
 
-    def start_quiet_report(self, request: dict) -> int | None:
-        """Counts a report; its outcome goes to the ack file, not to the caller (who asks again only where the
-        next step's gate does not find it counted)."""
-        if self._acks is None:
-            return None
-        self._quiet_sent += 1
-        number = self._quiet_sent
-        try:
-            reply = self._service.handle("report", request)
-        except ShardServiceError:
-            reply = {"sealing": True}  # not counted: sent again, answered, it raises there
-        self._acks.await_report(number)
-        if reply.get("sealing"):
-            self._writer.not_counted(number)
-        else:
-            self._writer.acknowledge(number)
-        return number
+    def put_report(self, request: dict) -> bool:
+        return self._ring is not None and _put(self._ring, request)
 
     def close(self) -> None:
-        if self._acks is not None:
-            self._acks.close()
-            self._writer.close()
+        if self._ring is not None:
+            self._service.detach_ring(self._worker, self._reader)
+            self._ring.close()
+
+
+def _put(ring: ReportRing, request: dict, usable: bool = True) -> bool:
+    """Writes a report call's request into `ring` where it can go there (a `usable` ring, a report with a lease),
+    and arms the ring's gate check where it went there, or disarms it."""
+    lease = request.get("lease")
+    put = usable and lease is not None and ring.put(request["dataset"], request["shard_id"], lease, request["offset"],
+                                         request["consumed"])
+    ring.arm(put)
+    return put
 
 
 class ShardClient:
@@ -268,7 +254,7 @@ class ShardClient:
         """A client of a service in this process: the same calls, without gRPC's per-call cost."""
         client = cls.__new__(cls)
         client.worker = worker
-        client._transport = _InProcessTransport(service)
+        client._transport = _InProcessTransport(service, worker)
         client._init_call_state()
         return client
 
@@ -303,10 +289,10 @@ class ShardClient:
                 self.lease_floor, self._floor_call = floor, started
 
     @property
-    def ack_file(self) -> AckFile | None:
-        """This worker's ack file (elastic/ack_file.py): where it is, reports go quietly and the training step
-        reads their acknowledgements; None where they are answered (over TCP or gRPC, or no /dev/shm)."""
-        return self._transport.ack_file()
+    def report_ring(self) -> ReportRing | None:
+        """This process's report ring (elastic/report_ring.py): where it is, reports go there and the training step
+        checks it; None where they are answered (over TCP or gRPC, or no /dev/shm)."""
+        return self._transport.report_ring()
 
     @property
     def reports_over_line(self) -> int:
@@ -338,24 +324,22 @@ class ShardClient:
 
     def start_report(self, dataset: str, shard_id: int, consumed: int, *, offset: int, lease: int | None = None,
                      poll_secs: float = 0.01) -> Callable[[], None]:
-        """Sends a report; returns what waits until the service has counted it. Over the report line the reply
-        is read only then; while the chief saves a checkpoint, the report is sent again until it counts."""
+        """Sends a report (into the report ring, where this process has one); returns what waits until the service
+        has counted it. Over the report line the reply is read only then; while the chief saves a checkpoint, the
+        report is sent again until it counts (one in the ring waits for the seal's commit)."""
         request = {"dataset": dataset, "shard_id": shard_id, "consumed": consumed, "lease": lease, "offset": offset}
-        number = self._transport.start_quiet_report(dict(request, worker=self.worker))
-        first = None if number is not None else self._start("report", dict(request))
+        if self._transport.put_report(request):
+            ring = self._transport.report_ring()
+            return lambda: wait_unsealed(ring, self.heartbeat)
+        first = self._start("report", dict(request))
 
         def answered() -> None:
-            reply = first() if first is not None else self.call("report", **request)
+            reply = first()
             while reply.get("sealing"):
                 time.sleep(poll_secs)
                 reply = self.call("report", **request)
 
-        def counted_quietly() -> None:
-            # Mostly the step's gate has seen it counted in the ack file, and this is never called.
-            if not self._transport.ack_file().wait_for(number, LINE_TIMEOUT_SECS):
-                answered()  # held by a seal, refused, or unheard of: sent again, and answered
-
-        return answered if number is None else counted_quietly
+        return answered
 
     def release(self, dataset: str, shard_id: int, lease: int) -> bool:
         """Gives back a shard this worker holds and will not train."""

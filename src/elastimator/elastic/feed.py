@@ -5,9 +5,10 @@
 * `ShardReportHook` sends a batch's report as the call that trained it ends,
   and the next step's writes wait for its acknowledgement (the round trip
   overlaps the next step's forward pass), so a process that dies has at most
-  one trained batch unreported: the one batch replayed for it. A worker on the
-  service's machine reads the acknowledgement from its ack file inside the step
-  (elastic/ack_file.py); Python checks only where it is not there.
+  one trained batch unreported: the one batch replayed for it. A trainer on the
+  service's machine writes its reports into its report ring instead
+  (elastic/report_ring.py), which the service reads, and its step checks the
+  ring's words itself; Python checks only where they say to.
 * `ShardFeed.is_current` tells whether the service has since taken a batch's
   lease back (a rewind); such batches are dropped: as they are read, and again
   right before the step writes (or, in calls of several steps, as the step's
@@ -33,7 +34,7 @@ import tensorflow as tf
 
 from elastimator.data import reader as readers
 from elastimator.data.parsing import BAD_RECORDS_HINT
-from elastimator.elastic import ack_file
+from elastimator.elastic import report_ring
 from elastimator.elastic.client import ShardClient
 from elastimator.elastic.reporter import Reporter
 from elastimator.elastic.shards import (
@@ -237,12 +238,12 @@ class ShardFeed:
             abandoned = lease in self._abandoned
         return not abandoned and (floor is None or ShardBook.is_current(lease, floor))
 
-    def publish_floor(self, acks: ack_file.AckFile) -> None:
-        """Tells the step's gate, through the ack file, the lease floor it may check batches against. Called
-        between training calls only: the gate reads the file in them."""
+    def publish_floor(self, ring: report_ring.ReportRing) -> None:
+        """Tells the step's gate, through the report ring, the lease floor it may check batches against. Called
+        between training calls only: the gate reads the ring in them."""
         with self._lock:
             abandoned = list(self._abandoned)
-        acks.set_floor(ack_file.gate_floor(self.client.lease_floor, abandoned))
+        ring.set_floor(report_ring.gate_floor(self.client.lease_floor, abandoned))
 
     def reporter(self) -> Reporter:
         """A training's reporter: what it puts goes out in its steps, and while this feed's input waits for
@@ -296,9 +297,9 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
     their reports as the call ends. The next call's gate, as the call takes its batch, waits until they are
     acknowledged, beside the forward pass, and the call's writes wait for the gate (write_gate,
     elastic/reporter.py); a step whose batch the service took back meanwhile is withdrawn before it writes
-    anything. Where the worker has an ack file (on the service's machine, one step per call), the gate first
-    reads it once the loss is computed: the report counted and the batch's lease above the floor, the writes
-    go without a Python call.
+    anything. Where the trainer has a report ring (on the service's machine, one step per call), its reports
+    go there, and the gate first reads the ring's words: no seal pending, the last report in the ring and the
+    batch's lease above the floor, the writes go without a Python call.
     """
 
     @classmethod
@@ -324,20 +325,19 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
         self._gated = False
         """Whether each call waits for the previous one's reports before it writes; if not (a train op that writes
         nothing), the hook also waits for each call's reports as it ends."""
-        self._acks: ack_file.AckFile | None = None
-        """The ack file the gate reads the acknowledgements in, calling Python only where they are not there
-        (None: the gate always calls Python); with one, the hook fetches each call's tags."""
+        self._ring: report_ring.ReportRing | None = None
+        """The report ring the gate reads, calling Python only where its words say to (None: the gate always calls
+        Python); with one, the hook fetches each call's tags."""
         if step.train_op is not None:
             # The gate runs as the call takes its batch, beside the forward pass: it waits there for the
             # acknowledgement of the reports the previous call sent as it ended, and the writes wait for it.
-            acks = feed.client.ack_file
+            ring = feed.client.report_ring
             gate = write_gate.gate_writes(step.train_op, self._may_write, tensors=[self._tags],
                                           name="shard_reports/settled",
-                                          fast=acks.fast_check if acks is not None else None,
-                                          fast_after=[step.loss])
+                                          fast=ring.fast_check if ring is not None else None)
             self._gated = gate.holds_writes
             self._gate_sees_tags = gate.holds_writes and gate.given[0] and not gate.fast
-            self._acks = acks if gate.fast else None
+            self._ring = ring if gate.fast else None
 
     def _may_write(self, tags) -> bool:
         """In each call, before it writes: the previous calls' reports are in, and its batches still leased."""
@@ -352,14 +352,14 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
     def before_run(self, run_context):
         self._in_call = True
         self._checked = None
-        if self._acks is not None:  # kept here: the client's ack_file waits for its line, busy with a request
-            self._feed.publish_floor(self._acks)
+        if self._ring is not None:  # kept here: the client's report_ring waits for its line, busy with a request
+            self._feed.publish_floor(self._ring)
         return None if self._gate_sees_tags else tf.compat.v1.train.SessionRunArgs(self._tags)
 
     def after_run(self, run_context, run_values):
         self._in_call = False
-        if self._acks is not None:
-            # The call wrote: its gate saw the last reports counted, in the ack file or from Python.
+        if self._ring is not None:
+            # The call wrote: its gate saw the last reports in the ring and no seal pending, or Python waited.
             self._reporter.acknowledged()
         tags = self._checked if self._gate_sees_tags else run_values.results
         if tags is not None:  # None: the call ran without its gate, so it trained nothing

@@ -15,14 +15,11 @@ code runs cold, and JSON took a fifth of a report's CPU on the worker: a
 service offers packed reports in its hello (`"packed": ["report"]`), and a
 worker uses them only where offered. Errors are always JSON.
 
-A worker on the service's machine may also send a report *quietly*: a frame
-starting with `Q` holds a report's number and the packed report, and gets no
-reply. The service writes the number into the worker's ack file once the book
-has counted the report (elastic/ack_file.py), where the worker's next training
-step reads it; of a quiet report the book holds back (a seal) or refuses it
-writes that instead, and the worker sends it again as a call that is answered. A
-worker names its ack file in its hello (`"acks": path`), over the Unix socket
-only; the service answers `"acks": true` where it took the file.
+A worker on the service's machine sends no report over the line at all: it
+names a report ring in its hello (`"ring": path`, over the Unix socket only),
+writes its reports there, and the service reads them (elastic/report_ring.py).
+The service answers `"ring": true` where it took the ring, reads it while the
+line is open, and takes what it holds one last time as the line closes.
 
 The line carries `report` and `request` calls (`LINE_METHODS`); every other
 call, and any call the line could not deliver, goes over gRPC. Both are safe to
@@ -69,7 +66,7 @@ import sys
 import threading
 from typing import Callable
 
-from elastimator.elastic.ack_file import AckFile, AckWriter
+from elastimator.elastic.report_ring import ReportRing, RingReader
 from elastimator.elastic.shards import TOKEN_REFUSED, ShardServiceError
 
 logger = logging.getLogger("elastimator")
@@ -89,8 +86,6 @@ LOCAL_SOCKETS = sys.platform.startswith("linux")
 _LENGTH = struct.Struct(">I")
 PACKED_REPORT = struct.Struct(">cqqqq")
 """b"R", shard id, records, lease, first record; the data set's name (UTF-8) follows."""
-PACKED_QUIET_REPORT = struct.Struct(">cqqqqq")
-"""b"Q", the report's number (for the ack file), then as PACKED_REPORT; no reply."""
 PACKED_REPLY = struct.Struct(">c?q")
 """b"A", whether a seal holds the report (send it again), the lease floor."""
 
@@ -157,20 +152,6 @@ def unpack_report(body: bytes, worker: str) -> dict:
             "offset": offset}
 
 
-def pack_quiet_report(number: int, request: dict) -> bytes | None:
-    """A quiet report's body (number `number`), or None for a report that cannot travel packed."""
-    body = pack_report(request)
-    return None if body is None else b"Q" + struct.pack(">q", number) + body[1:]
-
-
-def unpack_quiet_report(body: bytes, worker: str) -> tuple[int, dict]:
-    """(number, report call) of a quiet report's body."""
-    if len(body) < PACKED_QUIET_REPORT.size:
-        raise FrameError(f"a quiet report of {len(body)} bytes; it takes at least {PACKED_QUIET_REPORT.size}")
-    (number,) = struct.unpack_from(">q", body, 1)
-    return number, unpack_report(b"R" + body[9:], worker)
-
-
 def pack_reply(reply: dict) -> bytes | None:
     """A report's reply, packed; None for one that only JSON can say (an error, a reply without a floor)."""
     floor = reply.get("lease_floor")
@@ -194,12 +175,15 @@ class ReportLineServer:
         check_token: Whether a hello's token is the job's.
         host, port: Where to listen; port 0 picks a free one (`port` holds it once started).
         local: Whether to listen on an abstract Unix socket too (Linux only), for workers on this machine.
+        rings: Where the report rings of workers on the Unix socket go while their lines are open (the
+            `ShardService`: `attach_ring(worker, reader)`, `detach_ring(worker, reader)`); None takes none.
     """
 
     def __init__(self, handle: Callable[[str, dict], dict], check_token: Callable[[str | None], bool],
-                 host: str = "127.0.0.1", port: int = 0, local: bool = True):
+                 host: str = "127.0.0.1", port: int = 0, local: bool = True, rings=None):
         self._handle = handle
         self._check_token = check_token
+        self._rings = rings
         host = host.strip("[]")  # an IPv6 host as gRPC spells it
         self._listener = socket.create_server((host, port), family=_family(host))
         self.port: int = self._listener.getsockname()[1]
@@ -258,7 +242,7 @@ class ReportLineServer:
 
     def _serve(self, connection: socket.socket) -> None:
         peer = _peer(connection)
-        acks: AckWriter | None = None
+        ring: RingReader | None = None
         _yield_to_senders()
         try:
             _tune(connection)
@@ -272,21 +256,16 @@ class ReportLineServer:
             # A packed report is the hello's worker's: a line whose hello named none reports in JSON.
             worker = hello.get("worker")
             packed = isinstance(worker, str) and bool(worker)
-            if packed and "acks" in hello and connection.family == socket.AF_UNIX:
-                acks = AckWriter.open(hello["acks"])
+            if packed and "ring" in hello and connection.family == socket.AF_UNIX and self._rings is not None:
+                ring = RingReader.open(hello["ring"])
+                if ring is not None:
+                    self._rings.attach_ring(worker, ring)
             send_frame(connection, {"methods": list(LINE_METHODS), "packed": list(PACKED_METHODS if packed else ()),
-                                    **({"acks": acks is not None} if "acks" in hello else {})})
+                                    **({"ring": ring is not None} if "ring" in hello else {})})
             connection.settimeout(None)
             while True:
                 body = _read_body(stream)
-                if acks is not None and body[:1] == b"Q":
-                    number, report = unpack_quiet_report(body, worker)
-                    reply = self._answer({"method": "report", **report})
-                    if "error" not in reply and not reply.get("sealing"):
-                        acks.acknowledge(number)
-                    else:
-                        acks.not_counted(number)
-                elif packed and body[:1] == b"R":
+                if packed and body[:1] == b"R":
                     reply = self._answer({"method": "report", **unpack_report(body, worker)})
                     _send_body(connection, pack_reply(reply) or json.dumps(reply).encode("utf-8"))
                 else:
@@ -298,8 +277,8 @@ class ReportLineServer:
             with self._lock:
                 self._connections.discard(connection)
             _close(connection)
-            if acks is not None:
-                acks.close()
+            if ring is not None:
+                self._rings.detach_ring(worker, ring)  # what the ring holds is counted before it closes
 
     def _answer(self, request: dict) -> dict:
         with self._lock:
@@ -326,13 +305,13 @@ class ReportLine:
     """
 
     def __init__(self, host: str, port: int, token: str, worker: str, timeout_secs: float = 30.0,
-                 connect_timeout_secs: float = 2.0, local_name: str | None = None, acks: AckFile | None = None):
+                 connect_timeout_secs: float = 2.0, local_name: str | None = None, ring: ReportRing | None = None):
         self._worker = worker
         self._packs_reports = False
         """Whether reports go packed: where the hello offered it."""
-        self.quiet = False
-        """Whether reports may go quietly (`send_quiet`): the service took this worker's ack file."""
-        self._quiet_sent = 0
+        self.took_ring = False
+        """Whether the service took this worker's report ring (elastic/report_ring.py), and reads it while the
+        line is open."""
         self._sent = 0
         self._read = 0
         self._unclaimed: dict[int, dict] = {}
@@ -349,8 +328,8 @@ class ReportLine:
         except OSError as e:
             raise ConnectionError(f"no report line to {host}:{port}: {e}") from None
         greeting = {"token": token, "worker": worker}
-        if acks is not None and self.local:
-            greeting["acks"] = acks.path
+        if ring is not None and self.local:
+            greeting["ring"] = ring.path
         try:
             hello = self.reply(self.send(greeting), "report line")
         except ConnectionError as e:  # already closed
@@ -359,25 +338,12 @@ class ReportLine:
             self.close()
             raise
         finally:
-            if acks is not None:
-                acks.forget_path()  # the service has it open, or never will
+            if ring is not None:
+                ring.forget_path()  # the service has it open, or never will
         self.methods = frozenset(hello.get("methods", ["report"]))
         """The calls this line takes (an older service's: reports only)."""
         self._packs_reports = "report" in hello.get("packed", ())
-        self.quiet = hello.get("acks") is True and self._packs_reports
-
-    def send_quiet(self, report: dict) -> int | None:
-        """Sends a report (`{"method": "report", **request}`) that gets no reply: the service writes its number
-        into the ack file once counted. Returns that number, or None where the report cannot go quietly."""
-        body = pack_quiet_report(self._quiet_sent + 1, report) if self.quiet else None
-        if body is None:
-            return None
-        try:
-            _send_body(self._sock, body)
-        except OSError as e:
-            self._broke(e)
-        self._quiet_sent += 1
-        return self._quiet_sent
+        self.took_ring = hello.get("ring") is True
 
     def send(self, message: dict) -> int:
         """Sends one call (`{"method": ..., **request}`); returns its number, for `reply`. A report goes packed

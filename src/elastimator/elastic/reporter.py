@@ -6,8 +6,9 @@ calls. The next call's write gate, which runs as the call takes its batch
 (beside the forward pass), waits for its acknowledgement (`settle`), and the
 call's writes wait for the gate. No thread is woken to carry a report, and a
 process that dies still has at most one batch trained but unreported.
-A gate that saw the acknowledgement itself, in an ack file, tells the reporter
-so (`acknowledged`): nothing waits for it on the host.
+A gate that found the report in the trainer's report ring, with no seal
+pending, tells the reporter so (`acknowledged`): nothing waits for it on the
+host.
 
 A report put when no call follows (the input waits for other workers' shards,
 or has ended) is settled when the input asks (`settle` from its wait) or when
@@ -72,7 +73,7 @@ class Reporter:
     close = settle
 
     def acknowledged(self) -> None:
-        """Every report sent has been counted (a write gate saw it in the ack file): none is waited for again."""
+        """Every report sent is in (a write gate saw it in the report ring): none is waited for again."""
         with self._lock:
             if self._error is None:
                 self._unacknowledged = None

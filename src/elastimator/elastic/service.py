@@ -15,6 +15,14 @@ in its report cannot start another step, so the checkpoint holds at most one
 batch per worker that its seal does not know of: the bound on what a rewind to
 that checkpoint replays.
 
+Trainers on the service's machine write their reports into report rings
+(elastic/report_ring.py) instead, which the service takes into the book
+(`_drain`) before every call it handles, before a seal, before it fails a
+worker, as a ring's line closes, and every `ShardServer.drain_every_secs`.
+A seal first marks the other trainers' rings SEALING (their writes wait, as a
+report answered "sealing" waits), then drains every ring; the rings marked are
+not drained again until the commit.
+
 Every reply to a worker carries the book's lease floor, so a worker learns of a
 rewind on its next call (a heartbeat at the latest) and drops the batches of
 taken-back leases it still holds. Before the chief puts the model back to a
@@ -39,6 +47,7 @@ import grpc
 
 from elastimator._validate import is_int
 from elastimator.elastic.report_line import ReportLineServer
+from elastimator.elastic.report_ring import RingReader
 from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.shards import (
     Assigned,
@@ -96,6 +105,9 @@ class ShardService:
         gets the same shard."""
         self._handing_out = True
         """False from a resume until the chief has restored the model (`open`): shards wait until then."""
+        self._rings: dict[str, list[RingReader]] = {}
+        """The report rings of trainers on this machine, by worker (a restarted worker's next to its old one's for
+        a moment)."""
         self._handlers: dict[str, Callable[[dict], dict]] = {
             "add_dataset": self._add_dataset, "request": self._request, "report": self._report,
             "bad_records": self._bad_records, "release": self._release, "heartbeat": self._heartbeat,
@@ -132,6 +144,7 @@ class ShardService:
             raise ShardServiceError(f"unknown method {method!r}; expected one of {list(METHODS)}.")
         worker = request.get("worker")
         with self._lock:
+            self._drain()
             if method == "report" and self._sealing(worker):
                 reply = {"sealing": True}
             else:
@@ -149,13 +162,58 @@ class ShardService:
         if self._clock() - self._sealed_at > self.seal_timeout_secs:
             logger.warning("%s sealed the shard book but did not commit within %.0fs; taking reports again.",
                            self._sealer, self.seal_timeout_secs)
-            self._sealer = None
+            self._end_seal()
             return False
         return True
+
+    def _end_seal(self) -> None:
+        self._sealer = None
+        for rings in self._rings.values():
+            for ring in rings:
+                ring.seal(False)
+
+    # --- report rings (elastic/report_ring.py) -----------------------------------------------
+
+    def attach_ring(self, worker: str, ring: RingReader) -> None:
+        """Reads `worker`'s report ring from now on (until `detach_ring`)."""
+        with self._lock:
+            self._rings.setdefault(worker, []).append(ring)
+            ring.seal(self._sealer not in (None, worker))
+
+    def detach_ring(self, worker: str, ring: RingReader) -> None:
+        """Stops reading a ring (its line closed): what it holds is counted first."""
+        with self._lock:
+            ring.close(self._counter(worker))
+            rings = self._rings.get(worker, [])
+            if ring in rings:
+                rings.remove(ring)
+            if not rings:
+                self._rings.pop(worker, None)
+
+    def drain_reports(self) -> None:
+        """Takes the reports in every ring into the book (a ring a pending seal holds waits for its commit)."""
+        with self._lock:
+            self._drain()
+
+    def _drain(self, workers=None) -> None:
+        for worker in self._rings if workers is None else workers:
+            if not self._sealing(worker):
+                count = self._counter(worker)
+                for ring in self._rings.get(worker, ()):
+                    ring.drain(count)
+
+    def _counter(self, worker: str):
+        def count(dataset: str, shard_id: int, lease: int, first: int, records: int) -> None:
+            try:
+                self.book.report(dataset, worker, shard_id, records, lease=lease, offset=first)
+            except ShardServiceError as e:  # a lease taken back: its records went back with it
+                logger.info("A report in %s's ring was not counted: %s", worker, e)
+        return count
 
     def unfinished_workers(self) -> list[str]:
         """Live workers that have not yet been told their data set is finished (or, told to drain, still train)."""
         with self._lock:
+            self._drain()
             drained = {w for w in self._told_drained if not self.book.holds(w)}
             return sorted(set(self._last_seen) - self._told_finished - drained)
 
@@ -164,6 +222,7 @@ class ShardService:
         now = self._clock()
         with self._lock:
             silent = [w for w, seen in self._last_seen.items() if now - seen > self.worker_timeout_secs]
+            self._drain(silent)
             for worker in silent:
                 del self._last_seen[worker]
                 returned = self.book.fail_worker(worker)
@@ -259,11 +318,22 @@ class ShardService:
 
     def _seal(self, request):
         step = _field(request, "checkpoint_step", int) if request.get("checkpoint_step") is not None else None
-        seal_id = self.book.seal()
-        if step is not None and self.seals is not None and not self.book.is_committed(step):
-            self.seals.write_pending(step, self.book.pending(seal_id))
+        sealer = request.get("worker") or ""
+        # The other trainers' rings are marked first, then drained: a report written before its trainer saw the
+        # mark is in this seal, and after it the trainer writes at most once more before its gate waits.
+        for worker, rings in self._rings.items():
+            for ring in rings:
+                ring.seal(worker != sealer)
+                ring.drain(self._counter(worker))
+        try:
+            seal_id = self.book.seal()
+            if step is not None and self.seals is not None and not self.book.is_committed(step):
+                self.seals.write_pending(step, self.book.pending(seal_id))
+        except BaseException:
+            self._end_seal()  # no seal: nothing holds the writes
+            raise
         # Only a seal that was made holds other workers' reports until its commit.
-        self._sealer = request.get("worker") or ""
+        self._sealer = sealer
         self._sealed_at = self._clock()
         return {"seal_id": seal_id}
 
@@ -273,7 +343,8 @@ class ShardService:
         try:
             state = self.book.commit(_field(request, "seal_id", int), step)
         finally:
-            self._sealer = None
+            self._end_seal()
+            self._drain()
         if new and self.seals is not None:
             self.seals.write(step, state)
         return {}
@@ -286,7 +357,7 @@ class ShardService:
     def _rewind(self, checkpoint_step: int, state: dict | None) -> None:
         """Rewinds the book (dropping any pending seal) and starts over on who has heard of it."""
         self._holders = self.book.restore(checkpoint_step, committed=state)
-        self._sealer = None
+        self._end_seal()
         self._heard.clear()
 
     def _unheard(self, request):
@@ -329,7 +400,7 @@ class ShardServer:
     """
 
     def __init__(self, service: ShardService, host: str = "127.0.0.1", port: int = 0, max_workers: int = 16,
-                 reap_every_secs: float = 1.0, report_port: int | None = 0):
+                 reap_every_secs: float = 1.0, report_port: int | None = 0, drain_every_secs: float = 0.05):
         self.service = service
         self._host, self._port = host, port
         self._report_port = report_port
@@ -345,6 +416,8 @@ class ShardServer:
         self._server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
         self._stop = threading.Event()
         self._reap_every = reap_every_secs
+        self.drain_every_secs = drain_every_secs
+        """How often the report rings are read while no call comes."""
         self.address = ""
 
     def _make_handler(self, method: str):
@@ -383,7 +456,7 @@ class ShardServer:
         if self._report_port is not None:
             try:
                 self.report_line = ReportLineServer(self.service.handle, self.service.check_token, self._host,
-                                                    self._report_port).start()
+                                                    self._report_port, rings=self.service).start()
             except OSError as e:
                 self._server.stop(None)
                 raise ShardServiceError(f"the shard service's report line could not listen on {self._host}:"
@@ -391,6 +464,7 @@ class ShardServer:
                                         "free one.") from None
         self._server.start()
         threading.Thread(target=self._reap_loop, name="shard-reaper", daemon=True).start()
+        threading.Thread(target=self._drain_loop, name="shard-ring-drain", daemon=True).start()
         logger.info("Shard service listening on %s%s.", self.address,
                     f" (report line on port {self.report_line.port})" if self.report_line else "")
         return self
@@ -398,6 +472,12 @@ class ShardServer:
     def _reap_loop(self) -> None:
         while not self._stop.wait(self._reap_every):
             self.service.reap()
+
+    def _drain_loop(self) -> None:
+        # Keeps the book near the rings' reports while no call comes (a worker waiting for the last shards asks
+        # every 0.2 s): 20 wake-ups a second, where a report over the line woke the service at every step.
+        while not self._stop.wait(self.drain_every_secs):
+            self.service.drain_reports()
 
     def drain(self, timeout_secs: float = 60.0, poll_secs: float = 0.1) -> list[str]:
         """Waits until every live worker has heard the data is finished (or went silent); returns stragglers."""

@@ -14,7 +14,7 @@ with the next batch).
 A gate may also have a fast check, built of graph ops: where it says True the
 writes go without calling Python (a `numpy_function` costs some 60-130 µs of a
 call), and where False the host check decides. The elastic feed's fast check
-reads the acknowledgement from an ack file (elastic/ack_file.py).
+reads the report ring's words (elastic/report_ring.py).
 
 What counts as a write: any op of the call that takes a variable, table or other
 resource (or a TF1 reference variable) and is not one of the known reads or
