@@ -4,9 +4,9 @@ elastic_input.py measures what elastic input costs in examples/s; this shows whe
 the `numpy_function` `shard_reports/settled`, the write gate: as the step takes its batch it waits for the
 acknowledgement of the previous batch's report (sent as the previous call ended; up to f017306 the gate sent
 it too) and checks the batch's lease, and every write of the step waits for it. A trainer with a report
-ring (elastic/report_ring.py) reads the ring's words (`report_ring/ReadFile` and a few ops) and calls the
-check only where they say to; up to 35ba663 an ack file's, after the loss (`ack_file/ReadFile`), waiting for
-the acknowledgement there. Versions up to 37c2581 ran two: `shard_reports/send` (the send, beside the
+ring (elastic/report_ring.py) has no report to wait for: its gate is graph ops on the batch's lease, ending in
+`shard_reports/settled`; up to 35ba663 a trainer with an ack file read it after the loss (`ack_file/ReadFile`)
+and called the check only where the acknowledgement was not there. Versions up to 37c2581 ran two: `shard_reports/send` (the send, beside the
 forward pass) and the gate after the loss, which only read the acknowledgement. `--against REV` traces
 another version's code side by side, to see where a change moves them. Each contender below trains the
 benchmark's DeepFM-like model from the same Criteo-shaped file in a process of its own, one step per call,
@@ -48,9 +48,9 @@ from timing import in_fresh_processes, shuffled_rounds  # noqa: E402
 
 CONTENDERS = ("file_reader", "elastic", "elastic_remote")
 """The contenders that also run another version's code with --against."""
-OPS = ("shard_reports/send", "shard_reports/settled", "report_ring/ReadFile", "ack_file/ReadFile")
-"""The elastic step's Python calls, and the read of a trainer's report ring (an ack file up to 35ba663), by node name (the end of it: the Python
-check of a gate with an ack file runs in a branch, and takes its name)."""
+OPS = ("shard_reports/send", "shard_reports/settled", "ack_file/ReadFile")
+"""The elastic step's Python calls (or its graph gate), and the read of a trainer's ack file (up to 35ba663), by node
+name (the end of it: the Python check of a gate with an ack file runs in a branch, and takes its name)."""
 
 
 class StepTrace(tf.compat.v1.train.SessionRunHook):
@@ -172,10 +172,10 @@ def main(argv=None) -> dict:
         "waits for the reply to the report the previous call sent as it ended, as the step takes its batch, "
         "beside the forward pass (up to f017306 it sent the report itself first); in versions up to 37c2581 it "
         "starts after the loss and only reads the reply of the report that `shard_reports/send` sent beside "
-        "the forward pass. A trainer on the service's machine writes its reports into its report ring, and its step "
-        "reads the ring's words (`report_ring/ReadFile`; up to 35ba663 an ack file, `ack_file/ReadFile`, after "
-        "the loss) and calls the check only where they say to: its figure for the check is the median of those "
-        "steps alone.\n\n"
+        "the forward pass. A trainer on the service's machine writes its reports into its report ring, and its gate "
+        "is graph ops on the batch's lease (`shard_reports/settled` their last); up to 35ba663 it read an ack file "
+        "after the loss (`ack_file/ReadFile`) and called the check only where the acknowledgement was not there: "
+        "its figure for the check is the median of those steps alone.\n\n"
         f"**numpy_function floor**: a session call of a tiny graph took {floor['without']:,.0f} µs, and "
         f"{floor['with']:,.0f} µs with one trivial `numpy_function` it waits for: "
         f"{floor['with'] - floor['without']:,.0f} µs per Python call from a step, before any work of its own.\n"

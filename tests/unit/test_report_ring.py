@@ -1,6 +1,6 @@
-"""The report ring: reports written by a trainer are read by the service once each, whole and in order; the step's
-graph check passes only with the last report in the ring, no seal pending and a current lease; and the service
-takes only a file that is really a trainer's ring."""
+"""The report ring: reports written by a trainer are read by the service once each, whole and in order, even after
+the trainer died; a seal's mark is seen by the trainer; the step's lease check passes only a current lease; and the
+service takes only a file that is really a trainer's ring."""
 
 import os
 
@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from elastimator.elastic import report_ring
-from elastimator.elastic.report_ring import CAPACITY, ReportRing, RingReader, gate_floor, wait_unsealed
+from elastimator.elastic.report_ring import CAPACITY, NO_FLOOR, ReportRing, RingReader, lease_check, wait_unsealed
 
 pytestmark = pytest.mark.skipif(not os.path.isdir(report_ring.RING_DIR), reason="report rings live in /dev/shm")
 RUN = 7 << 32
@@ -31,17 +31,21 @@ class Counted(list):
 
 
 class Check:
-    """The graph check on a batch tag, run in a session of its own."""
+    """The lease check on a batch tag, run in a session of its own."""
 
-    def __init__(self, ring: ReportRing):
+    def __init__(self):
         self._graph = tf.Graph()
         with self._graph.as_default():
-            self._tag = tf.compat.v1.placeholder(tf.int64, [4])
-            self._passed = ring.fast_check(self._tag)
+            self._tag = tf.compat.v1.placeholder(tf.int64, [None])
+            self._floor = tf.compat.v1.placeholder(tf.int64, [])
+            self._refused = tf.compat.v1.placeholder(tf.int64, [None])
+            self._passed = lease_check(self._tag, self._floor, self._refused)
         self._session = tf.compat.v1.Session(graph=self._graph)
 
-    def __call__(self, lease: int) -> bool:
-        return bool(self._session.run(self._passed, {self._tag: np.array([3, lease, 0, 5])}))
+    def __call__(self, leases, floor: int, refused=()) -> bool:
+        tags = np.array([[3, lease, 0, 5] for lease in leases]).reshape(-1)
+        return bool(self._session.run(self._passed, {self._tag: tags, self._floor: floor,
+                                                     self._refused: np.array(refused, np.int64).reshape(-1)}))
 
 
 def test_the_service_counts_each_report_once_in_the_order_written(ring):
@@ -100,41 +104,26 @@ def test_a_half_written_entry_is_not_read(ring):
     service.close(counted)
 
 
-def test_the_check_passes_with_the_last_report_in_the_ring_no_seal_and_a_current_lease(ring):
-    check = Check(ring)
-    service = RingReader.open(ring.path)
-    assert not check(RUN + 5)  # a new ring: nothing to go by, Python checks
-    ring.set_floor(RUN + 3)
-    assert not check(RUN + 5)  # no report in the ring yet
-    ring.put("train", 3, RUN + 5, 0, 5)
-    ring.arm(True)
-    assert check(RUN + 5) and check(RUN + 3)
-    assert not check(RUN + 2)  # below the floor: taken back
-    assert not check((8 << 32) + 5)  # another run of the service
-    service.seal(True)
-    assert not check(RUN + 5)  # a seal holds the writes
-    service.seal(False)
-    assert check(RUN + 5)
-    ring.arm(False)  # the last report went answered
-    assert not check(RUN + 5)
-    ring.arm(True)
-    ring.set_floor(None)  # a refused lease the floor does not cover
-    assert not check(RUN + 5)
-    ring.set_floor(RUN + 3)
-    service.close(Counted())
-    assert not check(RUN + 5)  # closed: reports go answered
+def test_the_lease_check_passes_a_current_lease_only():
+    check = Check()
+    assert check([RUN + 5], NO_FLOOR)  # nothing heard from the service yet
+    assert check([RUN + 5], RUN + 3) and check([RUN + 3], RUN + 3)
+    assert not check([RUN + 2], RUN + 3)  # below the floor: taken back
+    assert not check([(8 << 32) + 5], RUN + 3)  # another run of the service
+    assert not check([RUN + 5], RUN + 3, refused=[RUN + 4, RUN + 5])  # refused, above the floor
+    assert check([RUN + 5], RUN + 3, refused=[RUN + 4])
+    assert not check([RUN + 5, RUN + 2], RUN + 3)  # every step of a call must be current
 
 
-def test_a_trainer_makes_its_ring_and_its_step_reads_it_after_the_name_is_gone(ring):
+def test_a_trainer_makes_its_ring_and_the_name_is_gone_once_the_service_has_it(ring):
     assert os.path.dirname(ring.path) == report_ring.RING_DIR and os.path.getsize(ring.path) == report_ring.SIZE
-    check = Check(ring)
     service = RingReader.open(ring.path)
     ring.forget_path()  # as once the service has opened it
     assert not os.path.exists(ring.path)
-    ring.set_floor(RUN)
-    ring.arm(True)
-    assert check(RUN + 1)
-    service.close(Counted())
+    assert ring.put("train", 1, RUN, 0, 8)
+    counted = Counted()
+    service.close(counted)
+    assert counted == [("train", 1, RUN, 0, 8)]
     ring.close()
     ring.close()  # again: nothing
 
@@ -170,11 +159,3 @@ def test_the_service_takes_only_a_trainers_ring(ring, tmp_path):
     finally:
         os.unlink(link)
         os.unlink(wrong_size)
-
-
-def test_the_gate_checks_the_floor_only_while_every_refused_lease_lies_below_it():
-    assert gate_floor(None, []) is None
-    assert gate_floor(RUN + 10, []) == RUN + 10
-    assert gate_floor(RUN + 10, [RUN + 4, RUN + 9]) == RUN + 10
-    assert gate_floor(RUN + 10, [RUN + 4, RUN + 10]) is None  # a refused lease the floor lets through
-    assert gate_floor(RUN + 10, [(6 << 32) + 20]) == RUN + 10  # an older run's: no batch of it passes anyway

@@ -6,6 +6,7 @@ import pytest
 
 from elastimator.elastic.feed import ShardFeed, ShardReportHook, report_port_from
 from elastimator.elastic.client import ShardClient
+from elastimator.elastic.report_ring import ReportRing, RingReader
 from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.service import METHODS, ShardService
 from elastimator.elastic.shards import ShardingSpec, ShardServiceError
@@ -77,6 +78,45 @@ def test_a_seal_never_committed_stops_holding_reports_after_its_timeout():
     now[0] = 11.0
     assert "sealing" not in service.handle("report", report)
     assert service.book.status("train")["trained_records"] == 2
+
+
+@pytest.fixture
+def ring():
+    ring = ReportRing.create()
+    if ring is None:
+        pytest.skip("report rings live in /dev/shm")
+    yield ring
+    ring.close()
+
+
+def test_a_silent_workers_ring_is_read_before_its_shards_go_back(ring):
+    now = [0.0]
+    service = ShardService(TOKEN, worker_timeout_secs=5, clock=lambda: now[0])
+    service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 8}})
+    shard = service.handle("request", {"dataset": "train", "worker": "w0"})
+    service.attach_ring("w0", RingReader.open(ring.path))
+    ring.put("train", shard["shard_id"], shard["lease"], shard["start"], 3)  # its last words
+    now[0] = 10.0
+    assert service.reap() == ["w0"]
+    rest = service.handle("request", {"dataset": "train", "worker": "w1"})
+    assert (rest["start"], rest["end"]) == (3, 8)  # the 3 it reported are not handed out again
+
+
+def test_a_seal_marks_the_other_rings_and_a_seal_never_committed_lets_them_go_after_its_timeout(ring):
+    now = [0.0]
+    service = ShardService(TOKEN, clock=lambda: now[0], seal_timeout_secs=10)
+    service.handle("add_dataset", {"dataset": {"name": "train", "size": 8, "shard_size": 8}})
+    shard = service.handle("request", {"dataset": "train", "worker": "w0"})
+    service.attach_ring("w0", RingReader.open(ring.path))
+    ring.put("train", shard["shard_id"], shard["lease"], shard["start"], 2)
+    service.handle("seal", {"worker": "chief-0", "checkpoint_step": 5})  # and then the chief dies
+    assert ring.sealing and service.book.status("train")["trained_records"] == 2  # in the seal
+    ring.put("train", shard["shard_id"], shard["lease"], shard["start"] + 2, 2)
+    service.drain_reports()
+    assert service.book.status("train")["trained_records"] == 2  # held until the commit
+    now[0] = 11.0
+    service.drain_reports()
+    assert not ring.sealing and service.book.status("train")["trained_records"] == 4
 
 
 def test_what_the_service_refuses_leaves_no_trace():

@@ -81,7 +81,8 @@ def test_a_value_computed_from_a_write_reaches_the_check_as_none_instead_of_dead
 
 
 def test_a_fast_graph_check_lets_the_writes_go_without_python_and_its_false_calls_the_check():
-    """The fast check's verdict comes from a variable the test sets between calls (as an ack file's words change)."""
+    """The fast check's verdict comes from a variable the test sets between calls (as a file read in the call may
+    change)."""
     checked = []
     with tf.Graph().as_default():
         batch, _, loss, train_op, global_step = _model()
@@ -98,6 +99,25 @@ def test_a_fast_graph_check_lets_the_writes_go_without_python_and_its_false_call
             session.run(train_op)
             assert session.run(global_step) == 3
     assert checked == [[0.0, 1.0], [4.0, 5.0]]  # the first and third calls' batches: Python checked those only
+
+
+def test_a_graph_check_that_decides_alone_withdraws_the_batch_with_no_python_call():
+    checked = []
+    with tf.Graph().as_default():
+        batch, weight, _, train_op, global_step = _model()
+        gate = write_gate.gate_writes(train_op, lambda b: checked.append(b) or True, tensors=[batch],
+                                      fast=lambda b: b[0] < 3, fast_decides=True)
+        assert gate.fast_decides and gate.holds_writes
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(train_op)  # batch [0, 1]
+            session.run(train_op)  # batch [2, 3]
+            written = session.run(weight)
+            with pytest.raises(tf.errors.InvalidArgumentError) as withdrawn:
+                session.run(train_op)  # batch [4, 5]: withdrawn before any write
+            assert training_step.is_withdrawn(withdrawn.value)
+            assert session.run(global_step) == 2 and np.array_equal(session.run(weight), written)
+    assert checked == []
 
 
 def test_a_fast_check_does_not_wait_for_a_value_computed_from_the_writes():

@@ -105,7 +105,7 @@ class _GrpcTransport:
 
     def put_report(self, request: dict) -> bool:
         """Writes a report into the ring; False where it must go answered (no ring, or the line that took it broke,
-        or the ring is full or closed): the ring then tells the next step's gate to check in Python."""
+        or the ring is full or closed)."""
         if self._ring is None:
             return False
         put = _put(self._ring, request, self._ring_usable)
@@ -214,12 +214,12 @@ class _InProcessTransport:
 
 
 def _put(ring: ReportRing, request: dict, usable: bool = True) -> bool:
-    """Writes a report call's request into `ring` where it can go there (a `usable` ring, a report with a lease),
-    and arms the ring's gate check where it went there, or disarms it."""
+    """Writes a report call's request into `ring` where it can go there (a `usable` ring, a report with a lease);
+    whether it went there (`ring.armed`: else the host waits for its reply before the next call)."""
     lease = request.get("lease")
     put = usable and lease is not None and ring.put(request["dataset"], request["shard_id"], lease, request["offset"],
                                          request["consumed"])
-    ring.arm(put)
+    ring.armed = put
     return put
 
 

@@ -238,12 +238,13 @@ class ShardFeed:
             abandoned = lease in self._abandoned
         return not abandoned and (floor is None or ShardBook.is_current(lease, floor))
 
-    def publish_floor(self, ring: report_ring.ReportRing) -> None:
-        """Tells the step's gate, through the report ring, the lease floor it may check batches against. Called
-        between training calls only: the gate reads the ring in them."""
+    def lease_floor_and_refused(self) -> tuple[int, list[int]]:
+        """What `is_current` goes by, for `report_ring.lease_check`: the newest lease floor (NO_FLOOR before the
+        service told one), and the leases the service refused that the floor does not cover."""
+        floor = self.client.lease_floor
         with self._lock:
-            abandoned = list(self._abandoned)
-        ring.set_floor(report_ring.gate_floor(self.client.lease_floor, abandoned))
+            refused = [lease for lease in self._abandoned if floor is None or ShardBook.is_current(lease, floor)]
+        return (report_ring.NO_FLOOR if floor is None else floor), refused
 
     def reporter(self) -> Reporter:
         """A training's reporter: what it puts goes out in its steps, and while this feed's input waits for
@@ -298,8 +299,9 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
     acknowledged, beside the forward pass, and the call's writes wait for the gate (write_gate,
     elastic/reporter.py); a step whose batch the service took back meanwhile is withdrawn before it writes
     anything. Where the trainer has a report ring (on the service's machine, one step per call), its reports
-    go there, and the gate first reads the ring's words: no seal pending, the last report in the ring and the
-    batch's lease above the floor, the writes go without a Python call.
+    go there: a report in the ring needs no acknowledgement, so the host checks before each call only that no
+    seal holds the writes (or waits), and the gate is graph ops on the batch's lease, fed the lease floor: no
+    Python in the call.
     """
 
     @classmethod
@@ -326,18 +328,27 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
         """Whether each call waits for the previous one's reports before it writes; if not (a train op that writes
         nothing), the hook also waits for each call's reports as it ends."""
         self._ring: report_ring.ReportRing | None = None
-        """The report ring the gate reads, calling Python only where its words say to (None: the gate always calls
-        Python); with one, the hook fetches each call's tags."""
+        """The report ring the reports go into, where the gate is graph ops alone (None: the gate calls Python);
+        with one, the hook fetches each call's tags and feeds the lease floor."""
         if step.train_op is not None:
             # The gate runs as the call takes its batch, beside the forward pass: it waits there for the
             # acknowledgement of the reports the previous call sent as it ended, and the writes wait for it.
             ring = feed.client.report_ring
             gate = write_gate.gate_writes(step.train_op, self._may_write, tensors=[self._tags],
                                           name="shard_reports/settled",
-                                          fast=ring.fast_check if ring is not None else None)
+                                          fast=self._lease_check if ring is not None else None, fast_decides=True)
             self._gated = gate.holds_writes
             self._gate_sees_tags = gate.holds_writes and gate.given[0] and not gate.fast
-            self._ring = ring if gate.fast else None
+            self._ring = ring if gate.fast_decides else None
+
+    def _lease_check(self, tags):
+        """The gate where reports go into the ring: the call's batch still leased, checked against what this
+        process has heard, fed before each call."""
+        self._floor = tf.compat.v1.placeholder_with_default(np.int64(report_ring.NO_FLOOR), [],
+                                                            name="shard_reports/lease_floor")
+        self._refused = tf.compat.v1.placeholder_with_default(np.zeros([0], np.int64), [None],
+                                                              name="shard_reports/refused")
+        return report_ring.lease_check(tags, self._floor, self._refused)
 
     def _may_write(self, tags) -> bool:
         """In each call, before it writes: the previous calls' reports are in, and its batches still leased."""
@@ -352,15 +363,19 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
     def before_run(self, run_context):
         self._in_call = True
         self._checked = None
-        if self._ring is not None:  # kept here: the client's report_ring waits for its line, busy with a request
-            self._feed.publish_floor(self._ring)
-        return None if self._gate_sees_tags else tf.compat.v1.train.SessionRunArgs(self._tags)
+        ring = self._ring  # kept here: the client's report_ring waits for its line, busy with a request
+        if ring is None:
+            return None if self._gate_sees_tags else tf.compat.v1.train.SessionRunArgs(self._tags)
+        if ring.armed and not ring.sealing:
+            self._reporter.acknowledged()  # the last report is in the ring: nothing to wait for
+        else:
+            self._reporter.settle()  # a seal's commit, or the reply of a report that went answered
+        floor, refused = self._feed.lease_floor_and_refused()
+        feed = {self._floor: floor, **({self._refused: refused} if refused else {})}
+        return tf.compat.v1.train.SessionRunArgs(self._tags, feed_dict=feed)
 
     def after_run(self, run_context, run_values):
         self._in_call = False
-        if self._ring is not None:
-            # The call wrote: its gate saw the last reports in the ring and no seal pending, or Python waited.
-            self._reporter.acknowledged()
         tags = self._checked if self._gate_sees_tags else run_values.results
         if tags is not None:  # None: the call ran without its gate, so it trained nothing
             self._report(tags)

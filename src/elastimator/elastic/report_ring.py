@@ -1,5 +1,5 @@
 """Reports through shared memory: a trainer on the service's machine writes each report into a ring the service
-reads when it needs the book, and the training step checks the ring's few words itself.
+reads when it needs the book, so nothing waits for an acknowledgement.
 
 A trainer on the service's machine names a file of its own in its report
 line's hello (`ReportRing`, in /dev/shm); the service opens it (`RingReader`,
@@ -13,40 +13,34 @@ reports into its book (`RingReader.drain`) before anything reads the book,
 on every call any worker makes, before it seals the book for a checkpoint,
 before it gives a silent or departed worker's shards back, as a line closes,
 and a few times a second besides. So a report costs the trainer one small
-write in its own memory: no message, no reply, no process woken per step. The
-next training call's write gate reads the ring's words with TensorFlow's own
-file op (`fast_check`) and lets the writes go unless a seal is pending, the
-service has closed the ring, the last report went another way, or the batch's
-lease is not current; then the gate's Python check runs, as for a trainer
-without a ring: it waits for the seal's commit, or checks the lease.
+write in its own memory: no message, no reply, no process woken per step.
+Before the next training call, the host reads two words (`sealing`, `closed`)
+and waits only where a seal is pending, or where the last report went
+answered (a full or closed ring); in the call, the write gate is a few graph
+ops on the batch's lease (`lease_check`), with no Python and no file read.
 
 The bound is unchanged: a trainer writes a report after the step that trained
 its batch, and the next step writes only once that report is in the ring, so
 a trainer that dies has at most one trained batch unreported. A seal sets
 SEALING in every other trainer's ring before it drains them; a step whose
-gate read the word just before it was set writes once more, and its report
+host read the word just before it was set writes once more, and its report
 misses the seal: the one batch a restore may replay, as with a report that
 raced the seal over the line.
 
 Layout, int64 words in native order, then the data sets' names, then the ring:
   DRAINED (service) how many reports the service has taken: the trainer writes
-          report n only while n - DRAINED < CAPACITY (else it reports answered)
+          report n only while n - DRAINED <= CAPACITY (else it reports answered)
   SEALING (service) nonzero while a seal holds this trainer's writes
   CLOSED  (service) nonzero once the service stopped reading the ring (its line
           closed): the trainer reports answered from then on
-  ARMED   (trainer) 1 while the trainer's last report is in the ring (0: it
-          went answered, and the gate's Python check waits for its reply)
-  FLOOR   (trainer) the lease floor the gate checks the batch's lease against:
-          the newest the service told, or DISARMED while a lease the service
-          refused is not below it
   NAMES   NAME_SLOTS slots of NAME_BYTES: a length byte and a data set's name
   entries CAPACITY entries of ENTRY_WORDS words: (number, name slot, shard id,
           lease, first record, records, check); the trainer writes an entry's
           number last, and `check` mixes all the others, so the service takes an
           entry only whole and only once
 
-The trainer writes FLOOR and ARMED between training calls only, so the step
-reads them whole; the service's words are single aligned words, written whole.
+Each side writes only its own words and entries, each an aligned word written
+whole.
 """
 
 from __future__ import annotations
@@ -61,7 +55,6 @@ import tempfile
 import time
 from typing import Callable
 
-from elastimator.elastic.shards import ShardBook
 
 logger = logging.getLogger("elastimator")
 
@@ -69,14 +62,14 @@ RING_DIR = "/dev/shm"
 """Where rings live: memory, never a disk."""
 PREFIX = "elastimator-reports-"
 _NAME = re.compile(re.escape(PREFIX) + r"[A-Za-z0-9_]+")
-DRAINED, SEALING, CLOSED, ARMED, FLOOR = 0, 8, 16, 24, 32
+DRAINED, SEALING, CLOSED = 0, 8, 16
 """Byte offsets of the header's words."""
 NAMES, NAME_SLOTS, NAME_BYTES = 64, 4, 64
 ENTRIES, ENTRY_WORDS, CAPACITY = NAMES + NAME_SLOTS * NAME_BYTES, 7, 128
 SIZE = 8192
 assert ENTRIES + CAPACITY * ENTRY_WORDS * 8 <= SIZE
-DISARMED = 2**63 - 1
-"""A FLOOR the gate takes for none."""
+NO_FLOOR = -2**63
+"""The floor `lease_check` is fed before the service has told one: every lease passes."""
 _WORD = struct.Struct("=q")
 _ENTRY = struct.Struct("=7q")
 _BODY = struct.Struct("=6q")
@@ -99,12 +92,11 @@ class ReportRing:
         self.path = path
         self._fd = fd
         self._map = mmap.mmap(fd, SIZE)
-        self._read_path = f"/proc/self/fd/{fd}"
-        """Where the step reads it: through this process's descriptor, with or without a name."""
         self._written = 0
         self._slots: dict[str, int] = {}
-        self._floor: int | None = None
-        self._armed = 0
+        self.armed = False
+        """Whether the last report went into the ring (False: it went answered, and the host waits for its reply
+        before the next call)."""
 
     @classmethod
     def create(cls) -> "ReportRing | None":
@@ -117,9 +109,7 @@ class ReportRing:
         except OSError as e:
             logger.info("No report ring in %s (%s); reports wait for their replies.", RING_DIR, e)
             return None
-        ring = cls(path, fd)
-        ring._write(FLOOR, DISARMED)
-        return ring
+        return cls(path, fd)
 
     def forget_path(self) -> None:
         """Removes the file's name (the service has opened it, or will not): the file lives while it is open."""
@@ -144,12 +134,6 @@ class ReportRing:
             return False
         return True
 
-    def arm(self, armed: bool) -> None:
-        """Whether the last report is in the ring (the gate may pass without Python). Between calls only."""
-        if int(armed) != self._armed:
-            self._armed = int(armed)
-            self._write(ARMED, self._armed)
-
     @property
     def sealing(self) -> bool:
         return bool(self._word(SEALING))
@@ -157,31 +141,6 @@ class ReportRing:
     @property
     def closed(self) -> bool:
         return bool(self._word(CLOSED)) or self._fd < 0
-
-    def set_floor(self, floor: int | None) -> None:
-        """The lease floor the gate checks batches against; None while it cannot check them (Python does)."""
-        floor = DISARMED if floor is None else floor
-        if floor != self._floor:
-            self._floor = floor
-            self._write(FLOOR, floor)
-
-    def fast_check(self, tag):
-        """A graph check of a step's batch ([shard id, lease, first record, records]): True when the last report is
-        in the ring, no seal holds the writes and the batch's lease is current. False says nothing: Python checks."""
-        import tensorflow as tf  # only a trainer builds the check; the service never imports TensorFlow for it
-
-        with tf.name_scope("report_ring"):
-            # The session computes ops of constants alone once, as it optimizes the graph: a constant file name
-            # would have the file read only then. The name takes an empty string made from the clock, an op that
-            # is never computed ahead.
-            nothing = tf.strings.substr(tf.strings.as_string(tf.timestamp()), 0, 0)
-            header = tf.strings.substr(tf.io.read_file(tf.strings.join([self._read_path, nothing])), 0, NAMES)
-            words = tf.io.decode_raw(header, tf.int64)
-            lease, floor = tf.reshape(tag, [-1, 4])[:, 1], words[FLOOR // 8]
-            same_run = tf.equal(tf.bitwise.right_shift(lease, 32), tf.bitwise.right_shift(floor, 32))
-            # SEALING, CLOSED and ARMED are adjacent: no seal, not closed, the last report in the ring.
-            free = tf.reduce_all(tf.equal(words[SEALING // 8:ARMED // 8 + 1], [0, 0, 1]))
-            return tf.logical_and(free, tf.reduce_all(tf.logical_and(same_run, lease >= floor)))
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -204,19 +163,20 @@ class ReportRing:
     def _word(self, offset: int) -> int:
         return _WORD.unpack_from(self._map, offset)[0] if self._fd >= 0 else 1
 
-    def _write(self, offset: int, value: int) -> None:
-        if self._fd >= 0:
-            _WORD.pack_into(self._map, offset, value)
 
+def lease_check(tag, floor, refused):
+    """A graph check of a step's batch ([shard id, lease, first record, records]): True where its lease is
+    current, i.e. of the service's run that `floor` (an int64 scalar: the newest lease floor the service told, or
+    NO_FLOOR) is of, not below it, and not one of `refused` (int64 vector: leases the service refused that the
+    floor does not cover). `ShardFeed.is_current` in graph ops."""
+    import tensorflow as tf  # only a trainer builds the check; the service never imports TensorFlow for it
 
-def gate_floor(floor: int | None, abandoned) -> int | None:
-    """The floor the gate may check leases against: the service's newest, while every lease the service refused
-    lies below it (else None: Python checks each batch against the refused ones)."""
-    if floor is None:
-        return None
-    if any(ShardBook.is_current(lease, floor) for lease in abandoned):
-        return None
-    return floor
+    with tf.name_scope("lease_check"):
+        lease = tf.reshape(tag, [-1, 4])[:, 1]
+        same_run = tf.equal(tf.bitwise.right_shift(lease, 32), tf.bitwise.right_shift(floor, 32))
+        above = tf.logical_or(tf.equal(floor, NO_FLOOR), tf.logical_and(same_run, lease >= floor))
+        taken_back = tf.reduce_any(tf.equal(lease[:, None], refused[None, :]), axis=1)
+        return tf.reduce_all(tf.logical_and(above, tf.logical_not(taken_back)))
 
 
 Count = Callable[[str, int, int, int, int], None]

@@ -90,11 +90,13 @@ class Gate:
     """Whether the train op writes anything, i.e. whether every call of it runs the check."""
     fast: bool = False
     """Whether a graph check lets the writes go without calling Python where it can (`gate_writes(fast=...)`)."""
+    fast_decides: bool = False
+    """Whether the graph check alone decides: no Python runs in the call (`gate_writes(fast_decides=True)`)."""
 
 
 def gate_writes(train_op, check: Callable[..., bool], tensors: Sequence[tf.Tensor],
                 name: str = "write_gate", fast: Callable[..., tf.Tensor] | None = None,
-                fast_after: Sequence[tf.Tensor] = ()) -> Gate:
+                fast_after: Sequence[tf.Tensor] = (), fast_decides: bool = False) -> Gate:
     """Makes every call of `train_op` run `check` and hold its writes until `check` returns.
 
     Args:
@@ -109,6 +111,8 @@ def gate_writes(train_op, check: Callable[..., bool], tensors: Sequence[tf.Tenso
             waited for.
         fast_after: tensors the fast check waits for (e.g. the loss: what it reads has had longer to arrive),
             where none is computed from the call's own writes.
+        fast_decides: where the fast check can be used, it alone decides (False withdraws the batch), and no
+            Python runs in the call: the caller has settled on the host what `check` would wait for.
 
     Returns:
         The gate, and what its check gets.
@@ -138,9 +142,13 @@ def gate_writes(train_op, check: Callable[..., bool], tensors: Sequence[tf.Tenso
             return fast(*inputs)
 
     use_fast = fast is not None and all(usable) and bool(waiting)
-    passed = tf.cond(fast_check(), lambda: tf.constant(True), in_python, name=f"{name}_fast") if use_fast \
-        else in_python()
+    if use_fast and fast_decides:
+        passed = tf.identity(fast_check(), name=name)
+    elif use_fast:
+        passed = tf.cond(fast_check(), lambda: tf.constant(True), in_python, name=f"{name}_fast")
+    else:
+        passed = in_python()
     gate = training_step.withdraw_unless(passed)
     for op in waiting:
         op._add_control_input(gate)  # pylint: disable=protected-access  (no public way on a built op)
-    return Gate(gate, tuple(usable), bool(waiting), use_fast)
+    return Gate(gate, tuple(usable), bool(waiting), use_fast, use_fast and fast_decides)
