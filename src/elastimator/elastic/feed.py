@@ -343,12 +343,21 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
 
     def _lease_check(self, tags):
         """The gate where reports go into the ring: the call's batch still leased, checked against what this
-        process has heard, fed before each call."""
-        self._floor = tf.compat.v1.placeholder_with_default(np.int64(report_ring.NO_FLOOR), [],
-                                                            name="shard_reports/lease_floor")
-        self._refused = tf.compat.v1.placeholder_with_default(np.zeros([0], np.int64), [None],
-                                                              name="shard_reports/refused")
-        return report_ring.lease_check(tags, self._floor, self._refused)
+        process has heard, kept in two local variables that the host sets only when it changes (a feed with
+        every call costs more than the whole check)."""
+        with tf.name_scope("shard_reports"):
+            local = [tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
+            floor = tf.compat.v1.Variable(np.int64(report_ring.NO_FLOOR), trainable=False, collections=local,
+                                          use_resource=True, name="lease_floor")
+            refused = tf.compat.v1.Variable(np.zeros([0], np.int64), trainable=False, collections=local,
+                                            use_resource=True, validate_shape=False, shape=tf.TensorShape([None]),
+                                            name="refused_leases")
+            self._new_floor = tf.compat.v1.placeholder(tf.int64, [], name="new_lease_floor")
+            self._new_refused = tf.compat.v1.placeholder(tf.int64, [None], name="new_refused_leases")
+            self._set_floor = tf.group(floor.assign(self._new_floor, read_value=False),
+                                       refused.assign(self._new_refused, read_value=False), name="set_lease_floor")
+        self._floor_set: tuple | None = None
+        return report_ring.lease_check(tags, floor.read_value(), refused.read_value())
 
     def _may_write(self, tags) -> bool:
         """In each call, before it writes: the previous calls' reports are in, and its batches still leased."""
@@ -371,8 +380,10 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
         else:
             self._reporter.settle()  # a seal's commit, or the reply of a report that went answered
         floor, refused = self._feed.lease_floor_and_refused()
-        feed = {self._floor: floor, **({self._refused: refused} if refused else {})}
-        return tf.compat.v1.train.SessionRunArgs(self._tags, feed_dict=feed)
+        if (floor, refused) != self._floor_set:  # rarely: a rewind, a refusal, the first call
+            run_context.session.run(self._set_floor, {self._new_floor: floor, self._new_refused: refused})
+            self._floor_set = (floor, refused)
+        return tf.compat.v1.train.SessionRunArgs(self._tags)
 
     def after_run(self, run_context, run_values):
         self._in_call = False
