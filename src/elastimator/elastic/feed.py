@@ -300,7 +300,7 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
     elastic/reporter.py); a step whose batch the service took back meanwhile is withdrawn before it writes
     anything. Where the trainer has a report ring (on the service's machine, one step per call), its reports
     go there: a report in the ring needs no acknowledgement, so the host checks before each call only that no
-    seal holds the writes (or waits), and the gate is graph ops on the batch's lease, fed the lease floor: no
+    seal holds the writes (or waits), and the gate is graph ops on the batch's lease and the lease floor: no
     Python in the call.
     """
 

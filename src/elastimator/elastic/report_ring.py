@@ -69,7 +69,7 @@ ENTRIES, ENTRY_WORDS, CAPACITY = NAMES + NAME_SLOTS * NAME_BYTES, 7, 128
 SIZE = 8192
 assert ENTRIES + CAPACITY * ENTRY_WORDS * 8 <= SIZE
 NO_FLOOR = -2**63
-"""The floor `lease_check` is fed before the service has told one: every lease passes."""
+"""The floor `lease_check` is given before the service has told one: every lease passes."""
 _WORD = struct.Struct("=q")
 _ENTRY = struct.Struct("=7q")
 _BODY = struct.Struct("=6q")
