@@ -5,7 +5,7 @@ the `numpy_function` `shard_reports/settled`, the write gate: as the step takes 
 acknowledgement of the previous batch's report (sent as the previous call ended; up to f017306 the gate sent
 it too) and checks the batch's lease, and every write of the step waits for it. A trainer with a report
 ring (elastic/report_ring.py) has no report to wait for: its gate is graph ops on the batch's lease, ending in
-`shard_reports/settled`; up to 35ba663 a trainer with an ack file read it after the loss (`ack_file/ReadFile`)
+the `Assert` `withdrawn_batch` that every gate has; up to 35ba663 a trainer with an ack file read it after the loss (`ack_file/ReadFile`)
 and called the check only where the acknowledgement was not there. Versions up to 37c2581 ran two: `shard_reports/send` (the send, beside the
 forward pass) and the gate after the loss, which only read the acknowledgement. `--against REV` traces
 another version's code side by side, to see where a change moves them. Each contender below trains the
@@ -48,9 +48,11 @@ from timing import in_fresh_processes, shuffled_rounds  # noqa: E402
 
 CONTENDERS = ("file_reader", "elastic", "elastic_remote")
 """The contenders that also run another version's code with --against."""
-OPS = ("shard_reports/send", "shard_reports/settled", "ack_file/ReadFile")
-"""The elastic step's Python calls (or its graph gate), and the read of a trainer's ack file (up to 35ba663), by node
-name (the end of it: the Python check of a gate with an ack file runs in a branch, and takes its name)."""
+OPS = ("shard_reports/send", "shard_reports/settled", "withdrawn_batch", "ack_file/ReadFile")
+"""The elastic step's Python calls, the `Assert` every write of a gated step waits for (`withdrawn_batch`: a
+report ring's gate, graph ops alone, has no other node left once the graph is optimized), and the read of a
+trainer's ack file (up to 35ba663), by node name (the end of it: the Python check of a gate with an ack file runs
+in a branch, and takes its name)."""
 
 
 class StepTrace(tf.compat.v1.train.SessionRunHook):
@@ -173,7 +175,7 @@ def main(argv=None) -> dict:
         "beside the forward pass (up to f017306 it sent the report itself first); in versions up to 37c2581 it "
         "starts after the loss and only reads the reply of the report that `shard_reports/send` sent beside "
         "the forward pass. A trainer on the service's machine writes its reports into its report ring, and its gate "
-        "is graph ops on the batch's lease (`shard_reports/settled` their last); up to 35ba663 it read an ack file "
+        "is graph ops on the batch's lease (the `Assert` `withdrawn_batch`, which every gate has, their last); up to 35ba663 it read an ack file "
         "after the loss (`ack_file/ReadFile`) and called the check only where the acknowledgement was not there: "
         "its figure for the check is the median of those steps alone.\n\n"
         f"**numpy_function floor**: a session call of a tiny graph took {floor['without']:,.0f} µs, and "

@@ -86,9 +86,11 @@ def test_elastic_step_trace_benchmark_traces_the_elastic_steps_python_calls(tmp_
                                       "--out", str(tmp_path)])
     figures = result["median_micros"]
     assert "shard_reports/settled duration" not in figures["file_reader"]
-    # Each trainer's reports go into its report ring, and its gate is graph ops on the batch's lease.
+    # Each trainer's reports go into its report ring, and its gate is graph ops on the batch's lease, ending in the
+    # Assert that every write waits for.
+    assert "withdrawn_batch start" not in figures["file_reader"]
     for name in ("elastic", "elastic_remote", "elastic@HEAD", "elastic_remote@HEAD"):
-        assert {"span", "shard_reports/settled start", "shard_reports/settled duration"} <= set(figures[name])
+        assert {"span", "withdrawn_batch start", "withdrawn_batch duration"} <= set(figures[name])
     assert set(result["numpy_function_floor_micros"]) == {"without", "with"}
     assert (tmp_path / "elastic_step_trace.md").exists()
     sys.modules.pop("elastic_step_trace", None)

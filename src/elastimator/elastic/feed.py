@@ -7,8 +7,9 @@
   overlaps the next step's forward pass), so a process that dies has at most
   one trained batch unreported: the one batch replayed for it. A trainer on the
   service's machine writes its reports into its report ring instead
-  (elastic/report_ring.py), which the service reads, and its step checks the
-  ring's words itself; Python checks only where they say to.
+  (elastic/report_ring.py), which the service reads: nothing waits for an
+  acknowledgement, the host checks one word of the ring before each call (a
+  seal pending), and the step's gate is graph ops on the batch's lease.
 * `ShardFeed.is_current` tells whether the service has since taken a batch's
   lease back (a rewind); such batches are dropped: as they are read, and again
   right before the step writes (or, in calls of several steps, as the step's
@@ -329,7 +330,7 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
         nothing), the hook also waits for each call's reports as it ends."""
         self._ring: report_ring.ReportRing | None = None
         """The report ring the reports go into, where the gate is graph ops alone (None: the gate calls Python);
-        with one, the hook fetches each call's tags and feeds the lease floor."""
+        with one, the hook fetches each call's tags and sets the lease floor the gate reads."""
         if step.train_op is not None:
             # The gate runs as the call takes its batch, beside the forward pass: it waits there for the
             # acknowledgement of the reports the previous call sent as it ended, and the writes wait for it.
@@ -343,8 +344,8 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
 
     def _lease_check(self, tags):
         """The gate where reports go into the ring: the call's batch still leased, checked against what this
-        process has heard, kept in two local variables that the host sets only when it changes (a feed with
-        every call costs more than the whole check)."""
+        process has heard, kept in two local variables that the host sets only when it changes (fed with every
+        call instead, the check measured slower than the ack files' file read: the README's Speed section)."""
         with tf.name_scope("shard_reports"):
             local = [tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
             floor = tf.compat.v1.Variable(np.int64(report_ring.NO_FLOOR), trainable=False, collections=local,

@@ -119,8 +119,9 @@ class ReportRing:
             pass
 
     def put(self, dataset: str, shard_id: int, lease: int, first: int, records: int) -> bool:
-        """Writes one report; False (and nothing written) where it must go answered: the ring is full or closed,
-        or the data set's name does not fit."""
+        """Writes one report; False where it must go answered: the ring is full or closed, or the data set's name
+        does not fit (nothing written), or the service closed the ring as it was written (it may have read it:
+        the book counts a report delivered twice once)."""
         slot = self._slot(dataset)
         number = self._written + 1
         if slot is None or self._word(CLOSED) or number - self._word(DRAINED) > CAPACITY:
