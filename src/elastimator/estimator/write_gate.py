@@ -13,8 +13,10 @@ with the next batch).
 
 A gate may also have a fast check, built of graph ops: where it says True the
 writes go without calling Python (a `numpy_function` costs some 60-130 µs of a
-call), and where False the host check decides. The elastic feed's fast check
-reads the report ring's words (elastic/report_ring.py).
+call), and where False the host check decides; or it decides alone
+(`fast_decides`), where the host has settled beforehand what the check would
+wait for. The elastic feed's gate, for a trainer with a report ring, is such a
+check of the batch's lease (elastic/report_ring.py).
 
 What counts as a write: any op of the call that takes a variable, table or other
 resource (or a TF1 reference variable) and is not one of the known reads or
