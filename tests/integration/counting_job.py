@@ -18,6 +18,7 @@ import tensorflow as tf
 from elastimator.elastic.client import ShardClient
 from elastimator.elastic.shards import ShardServiceError
 from tests.helpers import free_ports
+from tests.integration.namespaces import free_subnet, link_name, namespace_name, remove_leftovers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONF = os.path.join(ROOT, "tests", "integration", "counting_conf.py") + ":CountingConf"
@@ -41,11 +42,11 @@ class Network:
     each task ran on a host of its own. Root only; `set_link` cuts one task off."""
 
     def __init__(self):
-        tag = os.getpid() % 10_000
-        self.subnet = f"10.216.{tag % 250}"
-        self.bridge = f"elxb{tag}"
-        self.namespaces = {task: f"elx{tag}-{task}" for task in TASKS}
-        self.links = {task: (f"elxh{tag}{i}", f"elxp{tag}{i}") for i, task in enumerate(TASKS)}
+        remove_leftovers()
+        self.subnet = free_subnet(216)
+        self.bridge = link_name("b")
+        self.namespaces = {task: namespace_name(task) for task in TASKS}
+        self.links = {task: (link_name("h", i), link_name("p", i)) for i, task in enumerate(TASKS)}
         self.addresses = {task: f"{self.subnet}.{i + 1}" for i, task in enumerate(TASKS)}
         self.bridge_address = f"{self.subnet}.254"
 

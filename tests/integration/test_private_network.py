@@ -15,10 +15,10 @@ import time
 import pytest
 
 from elastimator.cluster.launcher import Launcher, LaunchSpec
+from tests.integration.namespaces import free_subnet, link_name, namespace_name, remove_leftovers
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-HOST_SIDE, PROBE_SIDE = "10.213.7.1", "10.213.7.2"
 
 
 class Console(list):
@@ -39,11 +39,13 @@ def other_host():
     """Connects from a network namespace linked to this one by a veth pair: `connect(port)` -> reached?"""
     if os.geteuid() != 0 or shutil.which("ip") is None:
         pytest.skip("needs root and iproute2 to make a network namespace that plays another host")
-    suffix = str(os.getpid() % 100000)
-    namespace, here, there = f"elx-probe-{suffix}", f"elxh{suffix}", f"elxp{suffix}"
+    remove_leftovers()
+    namespace, here, there = namespace_name("probe"), link_name("h"), link_name("p")
+    subnet = free_subnet(213)
+    host_side, probe_side = f"{subnet}.1", f"{subnet}.2"
     steps = [(("netns", "add", namespace), None), (("link", "add", here, "type", "veth", "peer", "name", there), None),
-             (("link", "set", there, "netns", namespace), None), (("addr", "add", f"{HOST_SIDE}/24", "dev", here), None),
-             (("link", "set", here, "up"), None), (("addr", "add", f"{PROBE_SIDE}/24", "dev", there), namespace),
+             (("link", "set", there, "netns", namespace), None), (("addr", "add", f"{host_side}/24", "dev", here), None),
+             (("link", "set", here, "up"), None), (("addr", "add", f"{probe_side}/24", "dev", there), namespace),
              (("link", "set", there, "up"), namespace), (("link", "set", "lo", "up"), namespace)]
     try:
         for args, inside in steps:
@@ -52,7 +54,7 @@ def other_host():
                 pytest.skip(f"cannot make a network namespace here: ip {' '.join(args)}: {result.stderr.strip()}")
 
         def connect(port: int) -> bool:
-            code = f"import socket; socket.create_connection(({HOST_SIDE!r}, {port}), timeout=3)"
+            code = f"import socket; socket.create_connection(({host_side!r}, {port}), timeout=3)"
             return subprocess.run(["ip", "netns", "exec", namespace, sys.executable, "-c", code],
                                   capture_output=True).returncode == 0
 
