@@ -40,7 +40,7 @@ def _lines(*args: str) -> list[str]:
 def remove_leftovers() -> None:
     """Deletes the namespaces, veths and bridges of network tests whose process no longer runs."""
     for line in _lines("netns", "list"):
-        name = line.split()[0] if line.split() else ""
+        name = (line.split() or [""])[0]
         match = _NAMESPACE.match(name)
         if match and not _alive(int(match.group(1))):
             subprocess.run(["ip", "netns", "del", name], capture_output=True)

@@ -80,34 +80,13 @@ def test_a_value_computed_from_a_write_reaches_the_check_as_none_instead_of_dead
     assert seen == [(False, True)]
 
 
-def test_a_fast_graph_check_lets_the_writes_go_without_python_and_its_false_calls_the_check():
-    """The fast check's verdict comes from a variable the test sets between calls (as a file read in the call may
-    change)."""
-    checked = []
-    with tf.Graph().as_default():
-        batch, _, loss, train_op, global_step = _model()
-        allow = tf.Variable(False, use_resource=True)
-        gate = write_gate.gate_writes(train_op, lambda b: checked.append(b.tolist()) or True, tensors=[batch],
-                                      fast=lambda b: tf.logical_and(allow.read_value(), b[0] >= 0), fast_after=[loss])
-        assert gate.fast and gate.holds_writes
-        with tf.compat.v1.Session() as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            session.run(train_op)
-            allow.load(True, session)
-            session.run(train_op)
-            allow.load(False, session)
-            session.run(train_op)
-            assert session.run(global_step) == 3
-    assert checked == [[0.0, 1.0], [4.0, 5.0]]  # the first and third calls' batches: Python checked those only
-
-
 def test_a_graph_check_that_decides_alone_withdraws_the_batch_with_no_python_call():
     checked = []
     with tf.Graph().as_default():
         batch, weight, _, train_op, global_step = _model()
         gate = write_gate.gate_writes(train_op, lambda b: checked.append(b) or True, tensors=[batch],
-                                      fast=lambda b: b[0] < 3, fast_decides=True)
-        assert gate.fast_decides and gate.holds_writes
+                                      fast=lambda b: b[0] < 3)
+        assert gate.fast and gate.holds_writes
         with tf.compat.v1.Session() as session:
             session.run(tf.compat.v1.global_variables_initializer())
             session.run(train_op)  # batch [0, 1]
@@ -118,19 +97,6 @@ def test_a_graph_check_that_decides_alone_withdraws_the_batch_with_no_python_cal
             assert training_step.is_withdrawn(withdrawn.value)
             assert session.run(global_step) == 2 and np.array_equal(session.run(weight), written)
     assert checked == []
-
-
-def test_a_fast_check_does_not_wait_for_a_value_computed_from_the_writes():
-    with tf.Graph().as_default():
-        batch, _, _, train_op, global_step = _model()
-        with tf.control_dependencies([train_op]):
-            after_update = tf.identity(global_step.read_value())
-        write_gate.gate_writes(train_op, lambda b: True, tensors=[batch], fast=lambda b: tf.constant(True),
-                               fast_after=[after_update])
-        with tf.compat.v1.Session() as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            session.run(train_op)  # no deadlock
-            assert session.run(global_step) == 1
 
 
 def test_no_fast_check_where_the_check_gets_a_value_it_cannot_wait_for():

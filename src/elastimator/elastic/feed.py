@@ -337,10 +337,10 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
             ring = feed.client.report_ring
             gate = write_gate.gate_writes(step.train_op, self._may_write, tensors=[self._tags],
                                           name="shard_reports/settled",
-                                          fast=self._lease_check if ring is not None else None, fast_decides=True)
+                                          fast=self._lease_check if ring is not None else None)
             self._gated = gate.holds_writes
             self._gate_sees_tags = gate.holds_writes and gate.given[0] and not gate.fast
-            self._ring = ring if gate.fast_decides else None
+            self._ring = ring if gate.fast else None
 
     def _lease_check(self, tags):
         """The gate where reports go into the ring: the call's batch still leased, checked against what this

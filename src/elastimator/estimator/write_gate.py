@@ -11,11 +11,10 @@ A check that returns False withdraws the call's batch: the call fails before
 any write (`training_step.is_withdrawn` tells the training loop, which goes on
 with the next batch).
 
-A gate may also have a fast check, built of graph ops: where it says True the
-writes go without calling Python (a `numpy_function` costs some 60-130 µs of a
-call), and where False the host check decides; or it decides alone
-(`fast_decides`), where the host has settled beforehand what the check would
-wait for. The elastic feed's gate, for a trainer with a report ring, is such a
+A gate may instead have a fast check, built of graph ops, that decides alone:
+no Python runs in the call (a `numpy_function` costs some 40-130 µs of one),
+for a caller that has settled on the host beforehand what the check would wait
+for. The elastic feed's gate, for a trainer with a report ring, is such a
 check of the batch's lease (elastic/report_ring.py).
 
 What counts as a write: any op of the call that takes a variable, table or other
@@ -91,14 +90,11 @@ class Gate:
     holds_writes: bool
     """Whether the train op writes anything, i.e. whether every call of it runs the check."""
     fast: bool = False
-    """Whether a graph check lets the writes go without calling Python where it can (`gate_writes(fast=...)`)."""
-    fast_decides: bool = False
-    """Whether the graph check alone decides: no Python runs in the call (`gate_writes(fast_decides=True)`)."""
+    """Whether the graph check decides alone: no Python runs in the call (`gate_writes(fast=...)`)."""
 
 
 def gate_writes(train_op, check: Callable[..., bool], tensors: Sequence[tf.Tensor],
-                name: str = "write_gate", fast: Callable[..., tf.Tensor] | None = None,
-                fast_after: Sequence[tf.Tensor] = (), fast_decides: bool = False) -> Gate:
+                name: str = "write_gate", fast: Callable[..., tf.Tensor] | None = None) -> Gate:
     """Makes every call of `train_op` run `check` and hold its writes until `check` returns.
 
     Args:
@@ -108,13 +104,9 @@ def gate_writes(train_op, check: Callable[..., bool], tensors: Sequence[tf.Tenso
         tensors: values `check` needs. One computed from the call's own writes would wait for itself; it is
             passed as None.
         name: the gate op's name.
-        fast: builds, from `tensors`, a boolean graph check that lets the writes go without calling `check`
-            where True (no Python in the call); False calls `check`. Used only where every tensor can be
-            waited for.
-        fast_after: tensors the fast check waits for (e.g. the loss: what it reads has had longer to arrive),
-            where none is computed from the call's own writes.
-        fast_decides: where the fast check can be used, it alone decides (False withdraws the batch), and no
-            Python runs in the call: the caller has settled on the host what `check` would wait for.
+        fast: builds, from `tensors`, a boolean graph check that decides in place of `check` (False withdraws
+            the batch; no Python in the call): the caller has settled on the host what `check` would wait for.
+            Used only where every tensor can be waited for; elsewhere `check` runs.
 
     Returns:
         The gate, and what its check gets.
@@ -133,24 +125,13 @@ def gate_writes(train_op, check: Callable[..., bool], tensors: Sequence[tf.Tenso
         given = iter(values)
         return np.bool_(check(*[next(given) if ok else None for ok in usable]))
 
-    def in_python():
+    use_fast = fast is not None and all(usable) and bool(waiting)
+    if use_fast:
+        passed = tf.identity(fast(*inputs), name=name)
+    else:
         passed = tf.numpy_function(run, inputs, tf.bool, stateful=True, name=name)
         passed.set_shape([])
-        return passed
-
-    def fast_check():
-        after = [] if any(waits_for_itself(t) for t in fast_after) else list(fast_after)
-        with tf.control_dependencies(after):
-            return fast(*inputs)
-
-    use_fast = fast is not None and all(usable) and bool(waiting)
-    if use_fast and fast_decides:
-        passed = tf.identity(fast_check(), name=name)
-    elif use_fast:
-        passed = tf.cond(fast_check(), lambda: tf.constant(True), in_python, name=f"{name}_fast")
-    else:
-        passed = in_python()
     gate = training_step.withdraw_unless(passed)
     for op in waiting:
         op._add_control_input(gate)  # pylint: disable=protected-access  (no public way on a built op)
-    return Gate(gate, tuple(usable), bool(waiting), use_fast, use_fast and fast_decides)
+    return Gate(gate, tuple(usable), bool(waiting), use_fast)
