@@ -4,6 +4,7 @@ import threading
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from elastimator.data import ElasticReader
 from elastimator.elastic.client import ShardClient
@@ -11,6 +12,7 @@ from elastimator.elastic.feed import ShardFeed, ShardReportHook
 from elastimator.elastic.reporter import Reporter
 from elastimator.elastic.service import ShardService
 from elastimator.elastic.shards import SHARD_TAG, ShardingSpec, ShardServiceError
+from elastimator.estimator import training_step
 from elastimator.estimator.training_step import TrainingStep
 
 TOKEN = "job-token-123"
@@ -177,3 +179,31 @@ def test_a_reply_that_comes_back_late_does_not_lower_the_lease_floor(service):
     reporting.join(10)
     assert not feed.is_current(shard.lease)  # the report's older floor did not bring the lease back
     feed.stop()
+
+
+def test_a_ring_gate_withdraws_a_batch_of_a_lease_taken_back_in_every_session_of_the_hook(service):
+    """The gate's lease floor lives in local variables that each new session starts afresh (a training's session
+    is made again after a ps fails): the hook sets them again before the new session's first call."""
+    feed = feed_of(service)
+    assert feed.client.report_ring is not None
+    batches = feed.batches(Numbers(10), batch_size=2)
+    old = next(batches)[2]
+    chief = ShardClient.in_process(service, "chief-0")
+    chief.commit(chief.seal(checkpoint_step=0), checkpoint_step=0)
+    chief.restore(0)
+    feed.client.heartbeat()  # the worker hears of the rewind: `old`'s lease is taken back
+    assert not feed.is_current(int(old[1]))
+    with tf.Graph().as_default():
+        tag = tf.compat.v1.placeholder(tf.int64, [1, 4])
+        global_step = tf.compat.v1.train.get_or_create_global_step()
+        train_op = global_step.assign_add(1).op
+        hook = ShardReportHook(feed, TrainingStep(loss=None, global_step=global_step, outputs={SHARD_TAG: tag},
+                                                  train_op=train_op))
+        for _ in range(2):  # two sessions, one hook
+            with tf.compat.v1.train.SingularMonitoredSession(hooks=[hook]) as session:
+                with pytest.raises(tf.errors.InvalidArgumentError) as withdrawn:
+                    session.run(train_op, {tag: old[None]})
+                assert training_step.is_withdrawn(withdrawn.value)
+                assert session.raw_session().run(global_step) == 0  # nothing written
+    feed.stop()
+    chief.close()

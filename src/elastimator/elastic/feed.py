@@ -331,6 +331,8 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
         self._ring: report_ring.ReportRing | None = None
         """The report ring the reports go into, where the gate is graph ops alone (None: the gate calls Python);
         with one, the hook fetches each call's tags and sets the lease floor the gate reads."""
+        self._floor_set: tuple | None = None
+        """The lease floor and refused leases last set in the gate's variables (None: not yet)."""
         if step.train_op is not None:
             # The gate runs as the call takes its batch, beside the forward pass: it waits there for the
             # acknowledgement of the reports the previous call sent as it ended, and the writes wait for it.
@@ -357,7 +359,6 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
             self._new_refused = tf.compat.v1.placeholder(tf.int64, [None], name="new_refused_leases")
             self._set_floor = tf.group(floor.assign(self._new_floor, read_value=False),
                                        refused.assign(self._new_refused, read_value=False), name="set_lease_floor")
-        self._floor_set: tuple | None = None
         return report_ring.lease_check(tags, floor.read_value(), refused.read_value())
 
     def _may_write(self, tags) -> bool:
@@ -369,6 +370,9 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
             return False
         self._checked = tags
         return True
+
+    def after_create_session(self, session, coord):
+        self._floor_set = None  # a new session's local variables, the gate's floor among them, start afresh
 
     def before_run(self, run_context):
         self._in_call = True
