@@ -26,7 +26,6 @@ from elastimator.errors import (
     InputFnError,
     ModelDirError,
     ModelFnError,
-    NanLossError,
     ReaderError,
 )
 
@@ -72,11 +71,13 @@ __all__ = sorted([
 
 
 def __getattr__(name: str):
-    if name in _MODULE_OF or name in _PUBLIC_SUBMODULES or name in _OTHER_SUBMODULES:
+    if name in _MODULE_OF or name in _PUBLIC_SUBMODULES or name in _OTHER_SUBMODULES or name == "NanLossError":
         from elastimator.tensorflow_import import require_supported  # pylint: disable=import-outside-toplevel
 
         require_supported()  # a missing or too old TensorFlow is one clear ImportError, not a deep traceback
-    if name in _MODULE_OF:
+    if name == "NanLossError":  # a TensorFlow exception type, made on first use (see elastimator.errors)
+        value = getattr(importlib.import_module("elastimator.errors"), name)
+    elif name in _MODULE_OF:
         value = getattr(importlib.import_module(_MODULE_OF[name]), name)
     elif name in _PUBLIC_SUBMODULES or name in _OTHER_SUBMODULES:
         value = importlib.import_module(f"elastimator.{name}")

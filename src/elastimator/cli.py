@@ -26,15 +26,22 @@ from elastimator.errors import (
     HeadError,
     InputFnError,
     ModelFnError,
-    NanLossError,
     REPEATING_EXIT,
     USAGE_EXIT,
     ReaderError,
 )
 
 USAGE_ERRORS = (ConfError, ConfigError)
-REPEATING_ERRORS = (NanLossError, ReaderError, ModelFnError, InputFnError, HeadError)
-"""Failures that a restarted process would meet again."""
+REPEATING_ERRORS = (ReaderError, ModelFnError, InputFnError, HeadError)
+"""Failures that a restarted process would meet again, with NanLossError (see `_repeats`)."""
+
+
+def _repeats(error: Exception) -> bool:
+    # NanLossError is a TensorFlow exception type, made once TensorFlow has loaded: read it only if it exists.
+    nan_loss = vars(sys.modules["elastimator.errors"]).get("NanLossError")
+    return isinstance(error, REPEATING_ERRORS) or (nan_loss is not None and isinstance(error, nan_loss))
+
+
 TRACEBACKS_ENV = "ELASTIMATOR_TRACEBACKS"
 """Set (to 1) to print the traceback of an unexpected error without `--verbose`; the launcher sets it for
 its processes, whose output goes to their log files."""
@@ -350,10 +357,8 @@ def main(argv=None) -> int:
         return COMMANDS[args.command](args)
     except USAGE_ERRORS as e:
         return _fail(f"error: {e}", USAGE_EXIT)
-    except REPEATING_ERRORS as e:
-        return _fail(f"error: {e}", REPEATING_EXIT if args.command == "run" else 1)
     except ElastimatorError as e:
-        return _fail(f"error: {e}", 1)
+        return _fail(f"error: {e}", REPEATING_EXIT if _repeats(e) and args.command == "run" else 1)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except Exception as e:  # pylint: disable=broad-except

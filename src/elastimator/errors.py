@@ -1,8 +1,12 @@
 """Exception classes: one per failure area, all under `ElastimatorError`.
 
-Each class also derives from the built-in exception that tf.estimator raised
-for the same mistake (mostly `ValueError`), so code that caught those keeps
-working after the import line changes.
+Each class also derives from the exception types tf.estimator 2.15 raised for
+the same mistake, so code that caught those keeps working after the import line
+changes: 2.15 raised `TypeError` for a value of the wrong type and `ValueError`
+for a wrong value in the same area, so those classes derive from both.
+`NanLossError` is TensorFlow's `NanLossDuringTrainingError`; it is defined on
+first use, since this module must not load TensorFlow (the command line imports
+it before any job runs).
 """
 
 from __future__ import annotations
@@ -12,15 +16,15 @@ class ElastimatorError(Exception):
     """Base class of every error elastimator raises on purpose."""
 
 
-class ConfigError(ElastimatorError, ValueError):
+class ConfigError(ElastimatorError, ValueError, TypeError):
     """A `RunConfig`, `TF_CONFIG` or spec argument is invalid."""
 
 
-class ModelFnError(ElastimatorError, ValueError):
+class ModelFnError(ElastimatorError, ValueError, TypeError):
     """A `model_fn` has the wrong signature or returned something unusable."""
 
 
-class InputFnError(ElastimatorError, ValueError):
+class InputFnError(ElastimatorError, ValueError, TypeError):
     """An `input_fn` has the wrong signature or returned something unusable."""
 
 
@@ -30,13 +34,6 @@ class CheckpointError(ElastimatorError, ValueError):
 
 class ModelDirError(ElastimatorError, ValueError):
     """The model directory cannot be used (e.g. it is a file)."""
-
-
-class NanLossError(ElastimatorError, RuntimeError):
-    """Training produced a NaN or infinite loss and was stopped.
-
-    The checkpoint written before the bad step is left untouched.
-    """
 
 
 class HeadError(ElastimatorError, ValueError):
@@ -57,6 +54,31 @@ class ReaderError(ElastimatorError, ValueError):
 
 class ConfError(ElastimatorError, ValueError):
     """A job conf has an unknown key, a wrong type, or an inconsistent setting."""
+
+
+def _nan_loss_error() -> type:
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+    class NanLossError(ElastimatorError, tf.compat.v1.train.NanLossDuringTrainingError):
+        """Training produced a NaN or infinite loss and was stopped.
+
+        It is a `tf.compat.v1.train.NanLossDuringTrainingError` (so `tf.estimator.NanLossDuringTrainingError`
+        catches it, as it caught 2.15's), and a `RuntimeError`. The checkpoint written before the bad step is
+        left untouched.
+        """
+
+        def __str__(self) -> str:  # TensorFlow's says only "NaN loss during training."
+            return Exception.__str__(self)
+
+    NanLossError.__module__ = __name__
+    return NanLossError
+
+
+def __getattr__(name: str):
+    if name == "NanLossError":
+        globals()[name] = _nan_loss_error()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 USAGE_EXIT = 2

@@ -1,6 +1,7 @@
 """Records what tf.estimator 2.15 does with each program in programs/, for test_programs.py to compare with.
 
     python tests/compat_programs/record_reference.py   # needs bench/.venv-tf215 (bench/frameworks.py makes it)
+    python tests/compat_programs/record_reference.py hook_steps   # records those programs again, keeps the rest
 
 Each program runs unedited on TensorFlow 2.15.1 + tensorflow-estimator 2.15.0 and its `RESULT {json}` line
 is stored in reference_tf215.json with the versions it ran on. CI does not install TF 2.15: it compares
@@ -34,8 +35,12 @@ def main() -> int:
                               "print(m.version('tensorflow-cpu'), m.version('tensorflow-estimator'))"],
                              capture_output=True, text=True, check=True)
     results = {"versions": version.stdout.split()}
+    chosen = sys.argv[1:]
+    if chosen:
+        with open(OUTPUT) as f:
+            results = {**json.load(f), **results}
     for name in sorted(os.listdir(os.path.join(HERE, "programs"))):
-        if not name.endswith(".py"):
+        if not name.endswith(".py") or (chosen and name.removesuffix(".py") not in chosen):
             continue
         with tempfile.TemporaryDirectory() as model_dir:
             run = subprocess.run([PYTHON, os.path.join(HERE, "programs", name), os.path.join(model_dir, "m")],

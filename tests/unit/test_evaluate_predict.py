@@ -72,7 +72,7 @@ def test_evaluation_and_prediction_hooks_run(make_estimator, iris):
 
     def model_fn(features, labels, mode, params):
         spec = linear_model_fn(features, labels, mode, params)
-        return spec.replace(evaluation_hooks=[from_spec["eval"]], prediction_hooks=[from_spec["predict"]])
+        return spec._replace(evaluation_hooks=[from_spec["eval"]], prediction_hooks=[from_spec["predict"]])
 
     estimator = make_estimator(model_fn=model_fn)
     estimator.train(train_input(x, y), steps=5)
@@ -108,7 +108,7 @@ def test_predict_of_a_single_tensor(make_estimator, iris):
     def model_fn(features, labels, mode, params):
         spec = linear_model_fn(features, labels, mode, params)
         if mode == "infer":
-            return spec.replace(predictions=spec.predictions["classes"], export_outputs=None)
+            return spec._replace(predictions=spec.predictions["classes"], export_outputs=None)
         return spec
 
     estimator = make_estimator(model_fn=model_fn)

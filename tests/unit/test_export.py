@@ -48,7 +48,7 @@ def _multi_output_model_fn(features, labels, mode, params):
         return spec
     probabilities = spec.predictions["probabilities"]
     classes = tf.strings.as_string(tf.tile(tf.constant([[0, 1, 2]], tf.int64), [tf.shape(probabilities)[0], 1]))
-    return spec.replace(export_outputs={
+    return spec._replace(export_outputs={
         "serving_default": ClassificationOutput(scores=probabilities, classes=classes),
         "regress": RegressionOutput(tf.reduce_max(probabilities, axis=1)),
         "predict": PredictOutput(spec.predictions),

@@ -41,8 +41,13 @@ def test_loss_of_shape_one_becomes_scalar_and_vectors_are_refused(graph):
     assert spec.loss.shape.rank == 0
     with pytest.raises(ModelFnError, match=r"loss must be a scalar.*got shape \(3,\).*reduce_mean"):
         EstimatorSpec(ModeKeys.EVAL, loss=tf.constant([1.0, 2.0, 3.0]))
-    with pytest.raises(ModelFnError, match="loss must be a scalar tensor; got float"):
-        EstimatorSpec(ModeKeys.EVAL, loss=1.0)
+    # Anything tensor-like is converted, as tf.estimator 2.15 converted it: a number, a variable.
+    assert EstimatorSpec(ModeKeys.EVAL, loss=1.0).loss.dtype == tf.float32
+    with pytest.raises(ModelFnError, match="loss must be a tensor or convertible to one.*got object") as error:
+        EstimatorSpec(ModeKeys.EVAL, loss=object())
+    with pytest.raises(ModelFnError, match="loss must be a numeric scalar tensor; got .*dtype=string"):
+        EstimatorSpec(ModeKeys.EVAL, loss="one")
+    assert isinstance(error.value, TypeError) and isinstance(error.value, ValueError)  # both 2.15's types
 
 
 def test_tensors_from_another_graph_are_refused(graph):
@@ -55,8 +60,17 @@ def test_tensors_from_another_graph_are_refused(graph):
 def test_unknown_mode_and_bad_prediction_types(graph):
     with pytest.raises(ModelFnError, match="mode must be one of"):
         EstimatorSpec("training", loss=tf.constant(1.0))
-    with pytest.raises(ModelFnError, match=r"predictions\['a'\] is list"):
-        EstimatorSpec(ModeKeys.PREDICT, predictions={"a": [1, 2]})
+    with pytest.raises(ModelFnError, match=r"predictions\['a'\] must be a tensor or convertible.*got object"):
+        EstimatorSpec(ModeKeys.PREDICT, predictions={"a": object()})
+
+
+def test_predictions_may_be_variables_and_arrays_as_in_2_15(graph):
+    variable = tf.compat.v1.Variable([1.0, 2.0], name="v")
+    spec = EstimatorSpec(ModeKeys.PREDICT, predictions={"v": variable, "a": [1, 2]})
+    assert spec.predictions["v"].dtype == tf.float32 and spec.predictions["a"].dtype == tf.int32
+    assert isinstance(spec, tuple) and spec._fields[:3] == ("mode", "predictions", "loss")
+    with pytest.raises(ModelFnError, match="the mode cannot change"):
+        spec._replace(mode=ModeKeys.EVAL)
 
 
 def test_eval_metric_ops_must_be_value_update_pairs(graph):

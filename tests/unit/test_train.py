@@ -95,7 +95,7 @@ def test_user_spec_and_chief_hooks_run_and_listeners_see_every_save(make_estimat
 
     def model_fn(features, labels, mode, params):
         spec = linear_model_fn(features, labels, mode, params)
-        return spec.replace(training_hooks=[from_spec], training_chief_hooks=[chief])
+        return spec._replace(training_hooks=[from_spec], training_chief_hooks=[chief])
 
     listener = _Listener()
     estimator = make_estimator(model_fn=model_fn, save_checkpoints_steps=5)
@@ -185,7 +185,7 @@ def test_user_scaffold_init_fn_runs_and_keeps_our_saver(make_estimator, iris):
 
     def model_fn(features, labels, mode, params):
         spec = linear_model_fn(features, labels, mode, params)
-        return spec.replace(scaffold=tf.compat.v1.train.Scaffold(init_fn=lambda scaffold, session: ran.append(1)))
+        return spec._replace(scaffold=tf.compat.v1.train.Scaffold(init_fn=lambda scaffold, session: ran.append(1)))
 
     estimator = make_estimator(model_fn=model_fn, save_checkpoints_steps=2, keep_checkpoint_max=1)
     estimator.train(train_input(*iris), steps=4)

@@ -171,7 +171,7 @@ def test_windowed_training_metrics(make_estimator, iris):
         cumulative, cumulative_update = tf.compat.v1.metrics.true_positives(one, one)
         tf.compat.v1.summary.scalar("windowed_steps", windowed)
         tf.compat.v1.summary.scalar("cumulative_steps", cumulative)
-        return spec.replace(train_op=tf.group(spec.train_op, update, cumulative_update),
+        return spec._replace(train_op=tf.group(spec.train_op, update, cumulative_update),
                             training_hooks=[est.ResetMetricsHook(10, scope="train_metrics")])
 
     estimator = make_estimator(model_fn=model_fn, save_summary_steps=1)

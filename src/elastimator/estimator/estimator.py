@@ -37,7 +37,7 @@ class Estimator:
     Args:
         model_fn: `model_fn(features, labels, mode, params, config)` (any subset
             that includes `features`) returning an `EstimatorSpec`. A subclass may
-            instead define a `model_fn` method and pass nothing.
+            instead define a `model_fn` method and pass None.
         model_dir: Directory for checkpoints, events and exports. A temporary
             directory when neither this nor `config.model_dir` is set.
         config: A `RunConfig`.
@@ -53,7 +53,7 @@ class Estimator:
 
     def __init__(
         self,
-        model_fn: Callable | None = None,
+        model_fn: Callable | None,
         model_dir: str | None = None,
         config: RunConfig | None = None,
         params: Mapping[str, Any] | None = None,

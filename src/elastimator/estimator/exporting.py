@@ -14,7 +14,7 @@ from elastimator.errors import ExportError
 from elastimator.estimator import checkpoints, model_graph
 from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.export.outputs import EvalOutput, TrainOutput
-from elastimator.export.receivers import ServingInputReceiver, SupervisedInputReceiver
+from elastimator.export.receivers import SERVING_RECEIVERS, SupervisedInputReceiver
 
 logger = logging.getLogger("elastimator")
 
@@ -32,10 +32,10 @@ def _receiver(serving_input_receiver_fn: Callable, mode: str):
             "Use e.g. elastimator.export.build_raw_serving_input_receiver_fn(...)."
         )
     receiver = serving_input_receiver_fn()
-    expected = ServingInputReceiver if mode == ModeKeys.PREDICT else SupervisedInputReceiver
+    expected = SERVING_RECEIVERS if mode == ModeKeys.PREDICT else (SupervisedInputReceiver,)
     if not isinstance(receiver, expected):
         raise ExportError(
-            f"serving_input_receiver_fn must return a {expected.__name__} for experimental_mode={mode!r}; "
+            f"serving_input_receiver_fn must return a {expected[0].__name__} for experimental_mode={mode!r}; "
             f"got {type(receiver).__name__}."
         )
     return receiver

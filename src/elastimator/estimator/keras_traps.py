@@ -109,7 +109,7 @@ def attach_dangling_updates(
     )
     with graph.as_default():
         train_op = tf.group(spec.train_op, *updates, name="train_op_with_state_updates")
-    return spec.replace(train_op=train_op)
+    return spec._replace(train_op=train_op)
 
 
 def _keras3_regularized(graph: tf.Graph) -> list:

@@ -23,8 +23,9 @@ after the loop. Hence:
   tf.estimator's hooks always got, one step stale), so checkpoint, step-counter
   and stop-at-step hooks act on the right step.
 - `ExecutionPlanHook` sizes each call: at most N steps, never past the last
-  step, and ending on the multiples of the checkpoint, summary and logging
-  intervals, so those happen on the same steps as with one step per call.
+  step, and never past a step at which a hook acts (a checkpoint, a summary, a
+  user's StopAtStepHook: `hook_steps`), so those happen on the same steps as
+  with one step per call.
 
 Input that ends inside a call stops training as usual (the steps already run
 in that call are kept, and the final checkpoint has them).
@@ -39,6 +40,7 @@ from typing import Iterable, Mapping, Sequence
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
+from elastimator.estimator import hook_steps
 from elastimator.estimator.steps_per_call import Pace
 from elastimator.estimator.training_step import TrainingStep, as_op
 
@@ -236,22 +238,27 @@ class ExecutionPlanHook(tf.compat.v1.train.SessionRunHook):
     """Sizes each session call of an Execution, and stops training at the last step.
 
     A call runs at most `execution.steps` steps (fewer when a `Pace` sizes it),
-    never past `last_step`, and ends on the next multiple of each of `intervals`
-    (checkpoint, summary, logging steps), so that what happens every so many steps
-    happens on the same steps as with one step per call. It replaces StopAtStepHook
-    for a multi-step execution.
+    never past `last_step`, and never past a step at which one of the watched
+    hooks acts (`hook_steps`: the checkpoint saver, summary saver, step counter,
+    a user's StopAtStepHook, ...), so that each acts on the same step as with one
+    step per call. It replaces StopAtStepHook for a multi-step execution; list it
+    first, and `watch` the training's other hooks once they are all made.
     """
 
     def __init__(self, execution: Execution, *, num_steps: int | None = None, last_step: int | None = None,
-                 intervals: Sequence[int | None] = (), pace: Pace | None = None):
+                 pace: Pace | None = None):
         self.execution = execution
         self._pace = pace
         self._num_steps, self._last_step = num_steps, last_step
-        self._intervals = tuple(n for n in intervals if n)
+        self._watched: tuple = ()
         self.step = 0
         """The global step after the last call (as this process saw it)."""
         self.planned_end = 0
         """The global step the next call should end on."""
+
+    def watch(self, hooks: Sequence) -> None:
+        """The hooks whose actions calls must not run past (the training's hooks; this one is left out)."""
+        self._watched = tuple(hook for hook in hooks if hook is not self)
 
     def after_create_session(self, session, coord):
         self.step = int(session.run(self.execution.global_step))
@@ -264,9 +271,7 @@ class ExecutionPlanHook(tf.compat.v1.train.SessionRunHook):
         size = self.execution.steps if self._pace is None else min(self.execution.steps, self._pace.next_size())
         if self._last_step is not None:
             size = min(size, self._last_step - self.step)
-        for interval in self._intervals:
-            size = min(size, interval - self.step % interval)
-        size = max(size, 1)
+        size = hook_steps.limit(size, self.step, self._watched)
         self.planned_end = self.step + size
         if self._pace is not None:
             self._pace.started()
@@ -278,42 +283,3 @@ class ExecutionPlanHook(tf.compat.v1.train.SessionRunHook):
         self.step = int(run_values.results) + 1
         if self._last_step is not None and self.step >= self._last_step:
             run_context.request_stop()
-
-
-class ExecutionSummaryHook(tf.compat.v1.train.SessionRunHook):
-    """Writes the training summaries of the first call and of each call that ends on (or first passes) a multiple
-    of `every_steps`.
-
-    TensorFlow's SummarySaverHook plans one step per call and would drift by up
-    to a call each time; this one asks the plan where the call will end, and where
-    it ended. List it after the ExecutionPlanHook.
-    """
-
-    def __init__(self, plan: ExecutionPlanHook, every_steps: int, output_dir: str, scaffold):
-        self._plan = plan
-        self._every, self._output_dir, self._scaffold = every_steps, output_dir, scaffold
-        self._last: int | None = None
-        self._wanted = False
-
-    def begin(self):
-        self._writer = tf.compat.v1.summary.FileWriterCache.get(self._output_dir)
-        self._summary = self._scaffold.summary_op if self._scaffold is not None else None
-        if self._summary is None:
-            self._summary = tf.compat.v1.summary.merge_all()
-
-    def before_run(self, run_context):
-        self._wanted = self._summary is not None and (
-            self._last is None or self._plan.planned_end // self._every > self._last // self._every)
-        return tf.compat.v1.train.SessionRunArgs(self._summary) if self._wanted else None
-
-    def after_run(self, run_context, run_values):
-        if not self._wanted:
-            return
-        step = self._plan.step  # where this call ended, read in the call itself
-        if self._last is None:
-            self._writer.add_session_log(tf.compat.v1.SessionLog(status=tf.compat.v1.SessionLog.START), step)
-        self._writer.add_summary(run_values.results, step)
-        self._last = step
-
-    def end(self, session):
-        self._writer.flush()

@@ -18,7 +18,7 @@ import tensorflow as tf
 from elastimator.errors import InputFnError
 from elastimator.estimator import checkpoints, model_graph, predict_loop, sessions
 from elastimator.estimator.mode_keys import ModeKeys
-from elastimator.export.receivers import ServingInputReceiver
+from elastimator.export.receivers import SERVING_RECEIVERS
 
 
 class Predictor:
@@ -43,7 +43,7 @@ class Predictor:
         self._graph = tf.Graph()
         with self._graph.as_default():
             receiver = serving_input_receiver_fn()
-            if not isinstance(receiver, ServingInputReceiver):
+            if not isinstance(receiver, SERVING_RECEIVERS):
                 raise InputFnError(
                     f"serving_input_receiver_fn must return a ServingInputReceiver; got {type(receiver).__name__}. "
                     "Use e.g. elastimator.export.build_raw_serving_input_receiver_fn(...)."

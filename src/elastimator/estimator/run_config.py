@@ -47,12 +47,12 @@ def default_session_config(cluster: ClusterInfo) -> tf.compat.v1.ConfigProto:
     return config
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
+@dataclasses.dataclass(frozen=True)
 class RunConfig:
     """How an Estimator runs: checkpoints, summaries, sessions and cluster role.
 
-    Every field of tf.estimator 2.15's `RunConfig` is accepted with the same
-    default. Cluster fields (`task_type`, `is_chief`, ...) are read from
+    Every field of tf.estimator 2.15's `RunConfig` is accepted in the same
+    order with the same default; elastimator's own fields are keyword-only. Cluster fields (`task_type`, `is_chief`, ...) are read from
     `TF_CONFIG`, or from `tf_config` when given.
 
     Example:
@@ -97,6 +97,7 @@ class RunConfig:
     """How long a worker waits for the chief to initialize the model."""
     checkpoint_save_graph_def: bool = True
     """Whether checkpoints also write the graph (`graph.pbtxt`, `.meta`)."""
+    _: dataclasses.KW_ONLY
     fuse_sparse_updates: bool = True
     """Apply v1 Adam's embedding (sparse) gradients with its fused dense kernel: the same arithmetic in
     fewer passes over each table (elastimator.estimator.fused_updates). False keeps TensorFlow's ops."""
@@ -187,22 +188,22 @@ class RunConfig:
             )
         return None
 
-    def replace(self, **changes: Any) -> "RunConfig":
-        """Returns a copy with `changes` applied; the cluster is kept, not re-read.
+    def replace(self, **kwargs: Any) -> "RunConfig":
+        """Returns a copy with the fields in `kwargs` changed; the cluster is kept, not re-read.
 
         Raises:
             ConfigError: for a name that is not a RunConfig field.
         """
         allowed = {f.name for f in dataclasses.fields(self) if f.init}
-        unknown = sorted(set(changes) - allowed)
+        unknown = sorted(set(kwargs) - allowed)
         if unknown:
             raise ConfigError(f"RunConfig.replace: unknown field(s) {unknown}; expected some of {sorted(allowed)}.")
-        changes.setdefault("tf_config", self.tf_config)
-        if "save_checkpoints_steps" in changes and "save_checkpoints_secs" not in changes:
-            changes["save_checkpoints_secs"] = None if changes["save_checkpoints_steps"] is not None else USE_DEFAULT
-        if "save_checkpoints_secs" in changes and "save_checkpoints_steps" not in changes:
-            changes["save_checkpoints_steps"] = None if changes["save_checkpoints_secs"] is not None else USE_DEFAULT
-        return dataclasses.replace(self, **changes)
+        kwargs.setdefault("tf_config", self.tf_config)
+        if "save_checkpoints_steps" in kwargs and "save_checkpoints_secs" not in kwargs:
+            kwargs["save_checkpoints_secs"] = None if kwargs["save_checkpoints_steps"] is not None else USE_DEFAULT
+        if "save_checkpoints_secs" in kwargs and "save_checkpoints_steps" not in kwargs:
+            kwargs["save_checkpoints_steps"] = None if kwargs["save_checkpoints_secs"] is not None else USE_DEFAULT
+        return dataclasses.replace(self, **kwargs)
 
 
 def _check_strategy(name: str, strategy: Any) -> None:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any, Mapping
+from typing import Mapping
 
 import tensorflow as tf
 
+from elastimator._records import record_type
 from elastimator.errors import ModelFnError
 from elastimator.estimator import state_updates
 from elastimator.estimator.hooks import check_hooks
@@ -17,8 +17,11 @@ DEFAULT_SERVING_KEY = tf.compat.v1.saved_model.signature_constants.DEFAULT_SERVI
 _TENSOR_TYPES = (tf.Tensor, tf.SparseTensor, tf.RaggedTensor)
 
 
-@dataclasses.dataclass(frozen=True)
-class EstimatorSpec:
+_FIELDS = ("mode", "predictions", "loss", "train_op", "eval_metric_ops", "export_outputs", "training_chief_hooks",
+           "training_hooks", "scaffold", "evaluation_hooks", "prediction_hooks")
+
+
+class EstimatorSpec(record_type("EstimatorSpec", _FIELDS)):
     """The ops and objects a `model_fn` returns, validated for its mode.
 
     * TRAIN needs `loss` and `train_op`.
@@ -26,7 +29,9 @@ class EstimatorSpec:
     * PREDICT needs `predictions`; `export_outputs` names the serving signatures
       (a `PredictOutput` of the predictions under "serving_default" when omitted).
 
-    Every tensor must belong to the graph the Estimator is building.
+    Every tensor must belong to the graph the Estimator is building. Like
+    tf.estimator's, it is a namedtuple: `_replace` validates the new fields, and
+    the mode cannot change.
 
     Example:
         >>> def model_fn(features, labels, mode):
@@ -39,41 +44,33 @@ class EstimatorSpec:
         ...     return EstimatorSpec(mode, loss=loss, train_op=train_op)
     """
 
-    mode: str
-    predictions: Any = None
-    loss: Any = None
-    train_op: Any = None
-    eval_metric_ops: Mapping[str, Any] | None = None
-    export_outputs: Mapping[str, ExportOutput] | None = None
-    training_chief_hooks: tuple = ()
-    training_hooks: tuple = ()
-    scaffold: tf.compat.v1.train.Scaffold | None = None
-    evaluation_hooks: tuple = ()
-    prediction_hooks: tuple = ()
+    __slots__ = ()
 
-    def __post_init__(self) -> None:
-        if self.mode not in ModeKeys.ALL:
-            raise ModelFnError(f"EstimatorSpec: mode must be one of {list(ModeKeys.ALL)}; got {self.mode!r}.")
+    def __new__(cls, mode, predictions=None, loss=None, train_op=None, eval_metric_ops=None, export_outputs=None,
+                training_chief_hooks=None, training_hooks=None, scaffold=None, evaluation_hooks=None,
+                prediction_hooks=None):
+        if mode not in ModeKeys.ALL:
+            raise ModelFnError(f"EstimatorSpec: mode must be one of {list(ModeKeys.ALL)}; got {mode!r}.")
         graph = tf.compat.v1.get_default_graph()
-        set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731
-        set_("predictions", _check_predictions(self.predictions, self.mode, graph))
-        set_("loss", _check_loss(self.loss, self.mode, graph))
-        set_("train_op", _check_train_op(self.train_op, self.mode, graph))
-        set_("eval_metric_ops", _check_metrics(self.eval_metric_ops, graph))
-        set_("export_outputs", _check_export_outputs(self.export_outputs, self.mode, self.predictions))
-        for name in ("training_chief_hooks", "training_hooks", "evaluation_hooks", "prediction_hooks"):
-            set_(name, tuple(check_hooks(f"EstimatorSpec: {name}", getattr(self, name), ModelFnError)))
-        if self.scaffold is not None and not isinstance(self.scaffold, tf.compat.v1.train.Scaffold):
+        predictions = _check_predictions(predictions, mode, graph)
+        hooks = {name: tuple(check_hooks(f"EstimatorSpec: {name}", value, ModelFnError)) for name, value in (
+            ("training_chief_hooks", training_chief_hooks), ("training_hooks", training_hooks),
+            ("evaluation_hooks", evaluation_hooks), ("prediction_hooks", prediction_hooks))}
+        if scaffold is not None and not isinstance(scaffold, tf.compat.v1.train.Scaffold):
             raise ModelFnError(
-                f"EstimatorSpec: scaffold must be a tf.compat.v1.train.Scaffold; got {type(self.scaffold).__name__}."
+                f"EstimatorSpec: scaffold must be a tf.compat.v1.train.Scaffold; got {type(scaffold).__name__}."
             )
+        return super().__new__(
+            cls, mode=mode, predictions=predictions, loss=_check_loss(loss, mode, graph),
+            train_op=_check_train_op(train_op, mode, graph), eval_metric_ops=_check_metrics(eval_metric_ops, graph),
+            export_outputs=_check_export_outputs(export_outputs, mode, predictions), scaffold=scaffold, **hooks)
 
-    def replace(self, **changes: Any) -> "EstimatorSpec":
-        """Returns a validated copy with `changes` applied."""
-        return dataclasses.replace(self, **changes)
-
-    # tf.estimator's EstimatorSpec was a namedtuple; keep its spelling working.
-    _replace = replace
+    def _replace(self, **changes) -> "EstimatorSpec":
+        """A copy with `changes` applied and validated; the mode stays."""
+        if "mode" in changes and changes["mode"] != self.mode:
+            raise ModelFnError(f"EstimatorSpec._replace: the mode cannot change (from {self.mode!r} to "
+                               f"{changes['mode']!r}); build a new EstimatorSpec instead.")
+        return super()._replace(**changes)
 
 
 def _check_in_graph(name: str, tensor, graph: tf.Graph) -> None:
@@ -92,15 +89,24 @@ def _check_predictions(predictions, mode: str, graph: tf.Graph):
                 "Return EstimatorSpec(mode, predictions={'name': tensor})."
             )
         return None
-    items = predictions.items() if isinstance(predictions, Mapping) else [("predictions", predictions)]
-    for key, value in items:
-        if not isinstance(value, _TENSOR_TYPES):
+    if not isinstance(predictions, Mapping):
+        return _as_tensor("predictions", predictions, graph)
+    return {key: _as_tensor(f"predictions[{key!r}]", value, graph) for key, value in predictions.items()}
+
+
+def _as_tensor(name: str, value, graph: tf.Graph):
+    """`value` as a tensor of `graph`: tensors as they are, anything tensor-like (a variable, a numpy array)
+    converted, as tf.estimator 2.15 converted it."""
+    if not isinstance(value, _TENSOR_TYPES):
+        try:
+            value = tf.compat.v1.convert_to_tensor_or_sparse_tensor(value)
+        except (TypeError, ValueError) as error:
             raise ModelFnError(
-                f"EstimatorSpec: predictions must be a tensor or a dict of tensors; "
-                f"predictions[{key!r}] is {type(value).__name__}."
-            )
-        _check_in_graph(f"predictions[{key!r}]", value, graph)
-    return dict(predictions) if isinstance(predictions, Mapping) else predictions
+                f"EstimatorSpec: {name} must be a tensor or convertible to one (a variable, an array); got "
+                f"{type(value).__name__}: {error}"
+            ) from None
+    _check_in_graph(name, value, graph)
+    return value
 
 
 def _check_loss(loss, mode: str, graph: tf.Graph):
@@ -111,9 +117,9 @@ def _check_loss(loss, mode: str, graph: tf.Graph):
                 "Return EstimatorSpec(mode, loss=<scalar tensor>, ...)."
             )
         return None
-    if not isinstance(loss, tf.Tensor):
-        raise ModelFnError(f"EstimatorSpec: loss must be a scalar tensor; got {type(loss).__name__}: {loss!r}.")
-    _check_in_graph("loss", loss, graph)
+    loss = _as_tensor("loss", loss, graph)
+    if not isinstance(loss, tf.Tensor) or not (loss.dtype.is_floating or loss.dtype.is_integer):
+        raise ModelFnError(f"EstimatorSpec: loss must be a numeric scalar tensor; got {loss!r}.")
     if loss.shape.rank is not None and loss.shape.num_elements() not in (None, 1):
         raise ModelFnError(
             f"EstimatorSpec: loss must be a scalar (or shape [1]); got shape {loss.shape}. "

@@ -8,11 +8,14 @@ nothing a user can see:
 
 - Every hook of the training acts on the global step, not on the number of
   session calls: elastimator's own, TensorFlow's step-based ones (checkpoint
-  saver, step counter, stop-at-step, NaN check, step waiter, final ops), a hook
-  that overrides neither `before_run` nor `after_run`, or one that says so with
-  a class attribute `several_steps_per_call = True`. Anything else (a
-  LoggingTensorHook counting calls, a FeedFnHook feeding each step, a user's own
-  per-step hook) gets one step per call, exactly as before.
+  saver, step counter, stop-at-step, summary saver, NaN check, step waiter,
+  final ops, a profiler that traces every so many steps), a hook that overrides
+  neither `before_run` nor `after_run`, or one that says so with a class
+  attribute `several_steps_per_call = True`. Calls are cut so that each of
+  TensorFlow's hooks acts on exactly the step it acted on with one step per call
+  (`hook_steps`). Anything else (a LoggingTensorHook counting calls, a FeedFnHook
+  feeding each step, a user's own per-step hook) gets one step per call, exactly
+  as before.
 - The step can be copied into a loop: no TF1 control flow, step outputs with
   static shapes.
 - Training is long enough to pay for the loop: a call with `steps` (or
@@ -51,6 +54,7 @@ _STEP_BASED = (
     tf.compat.v1.train.NanTensorHook,
     tf.compat.v1.train.GlobalStepWaiterHook,
     tf.compat.v1.train.FinalOpsHook,
+    tf.compat.v1.train.SummarySaverHook,
 )
 _BASE = tf.compat.v1.train.SessionRunHook
 
@@ -64,6 +68,8 @@ def allows_several_steps(hook) -> bool:
         return bool(declared)
     if isinstance(hook, _STEP_BASED):
         return True
+    if isinstance(hook, tf.compat.v1.train.ProfilerHook):  # a trace of several steps is not what it asked for,
+        return hook._timer._every_steps is not None  # pylint: disable=protected-access  # unless planned to one
     kind = type(hook)
     return kind.before_run is _BASE.before_run and kind.after_run is _BASE.after_run
 
@@ -124,7 +130,8 @@ def describe(reason: str | None) -> str:
     if reason is not None:
         return f"Training runs one step per session call: {reason}."
     return (f"Training runs up to {MOST_STEPS} steps per session call, about {CALL_SECS:g} s each "
-            "(RunConfig.steps_per_execution=None; hooks see each call's last step).")
+            "(RunConfig.steps_per_execution=None; calls end where a hook acts, and hooks see each call's last "
+            "step).")
 
 
 def steps_to_train(steps: int | None, max_steps: int | None, restored_step: int) -> int | None:

@@ -40,9 +40,7 @@ def _default_hooks(step: TrainingStep, scaffold, config, model_dir, saving_liste
     if config.log_step_count_steps:
         hooks.append(tf.compat.v1.train.StepCounterHook(
             every_n_steps=config.log_step_count_steps, output_dir=model_dir))
-    if config.save_summary_steps and plan is not None:
-        hooks.append(multi_step.ExecutionSummaryHook(plan, config.save_summary_steps, model_dir, scaffold))
-    elif config.save_summary_steps:
+    if config.save_summary_steps:
         hooks.append(tf.compat.v1.train.SummarySaverHook(
             save_steps=config.save_summary_steps, output_dir=model_dir, scaffold=scaffold))
     if config.save_checkpoints_steps or config.save_checkpoints_secs:
@@ -86,9 +84,7 @@ def _training_step(built: model_graph.ModelGraph, config, steps, max_steps, rest
         return training_step.single(spec.train_op, spec.loss, global_step, built.step_outputs), None
     execution, step = multi_step.build(train_op=spec.train_op, loss=spec.loss, global_step=built.global_step,
                                        steps=most, outputs=built.step_outputs)
-    intervals = (config.save_checkpoints_steps, config.save_summary_steps, config.log_step_count_steps)
-    return step, multi_step.ExecutionPlanHook(execution, num_steps=steps, last_step=max_steps, intervals=intervals,
-                                              pace=pace)
+    return step, multi_step.ExecutionPlanHook(execution, num_steps=steps, last_step=max_steps, pace=pace)
 
 
 def train(
@@ -134,6 +130,9 @@ def train(
                                     user_hooks + list(built.input_hooks) + model_hooks)
         user_hooks = training_step.build_hooks(user_hooks, step)
         scaffold = sessions.make_scaffold(spec, config)
+        if not tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS):
+            # Where a user's CheckpointSaverHook (without a saver or scaffold) finds the training's saver.
+            tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SAVERS, scaffold.saver)
         # Hooks that must see a (re-)created session before anything else, the checkpoint
         # saver's save-on-create included, say so with `runs_first = True`.
         first = [h for h in user_hooks if getattr(h, "runs_first", False)]
@@ -142,6 +141,8 @@ def train(
         if plan is None and (steps is not None or max_steps is not None):
             all_hooks.append(tf.compat.v1.train.StopAtStepHook(num_steps=steps, last_step=max_steps))
         all_hooks += [h for h in user_hooks if h not in first] + model_hooks
+        if plan is not None:
+            plan.watch(all_hooks)
         if config.cluster.is_distributed and config.num_ps_replicas:
             sessions.wait_for_tasks(config, "ps", config.session_creation_timeout_secs)
         stop_on_signal = interrupt.StopOnSignalHook()

@@ -2,42 +2,44 @@
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Mapping
-
 import tensorflow as tf
 
+from elastimator._records import record_type
 from elastimator.errors import CheckpointError, ConfigError
 
 VocabInfo = tf.compat.v1.train.VocabInfo
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class WarmStartSettings:
+_FIELDS = ("ckpt_to_initialize_from", "vars_to_warm_start", "var_name_to_vocab_info", "var_name_to_prev_var_name")
+
+
+class WarmStartSettings(record_type("WarmStartSettings", _FIELDS)):
     """Which variables to initialize from which checkpoint when training starts fresh.
 
     Applied only when model_dir has no checkpoint yet; afterwards training
     resumes from model_dir as usual.
 
+    Args:
+        ckpt_to_initialize_from: a checkpoint prefix, or a directory whose newest checkpoint is used.
+        vars_to_warm_start: regex (or list of names/variables) of trainable variables to warm-start; None for none.
+        var_name_to_vocab_info: variables whose rows follow a vocabulary that changed (tf.compat.v1.train.VocabInfo).
+        var_name_to_prev_var_name: new variable name -> its name in the old checkpoint, for renamed variables.
+
     Example:
-        >>> WarmStartSettings(ckpt_to_initialize_from="/models/base", vars_to_warm_start="dense.*")
+        >>> WarmStartSettings("/models/base", vars_to_warm_start="dense.*")
     """
 
-    ckpt_to_initialize_from: str
-    """A checkpoint prefix, or a directory whose newest checkpoint is used."""
-    vars_to_warm_start: str | list | None = ".*"
-    """Regex (or list of names/variables) of trainable variables to warm-start; None for none."""
-    var_name_to_vocab_info: Mapping[str, VocabInfo] = dataclasses.field(default_factory=dict)
-    """Variables whose rows follow a vocabulary that changed (see tf.compat.v1.train.VocabInfo)."""
-    var_name_to_prev_var_name: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    """New variable name -> its name in the old checkpoint, for renamed variables."""
+    __slots__ = ()
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.ckpt_to_initialize_from, str) or not self.ckpt_to_initialize_from:
+    def __new__(cls, ckpt_to_initialize_from, vars_to_warm_start=".*", var_name_to_vocab_info=None,
+                var_name_to_prev_var_name=None):
+        if not isinstance(ckpt_to_initialize_from, str) or not ckpt_to_initialize_from:
             raise ConfigError(
                 "WarmStartSettings: ckpt_to_initialize_from must be a checkpoint path or directory; "
-                f"got {self.ckpt_to_initialize_from!r}."
+                f"got {ckpt_to_initialize_from!r}."
             )
+        return super().__new__(cls, ckpt_to_initialize_from, vars_to_warm_start, dict(var_name_to_vocab_info or {}),
+                               dict(var_name_to_prev_var_name or {}))
 
     @classmethod
     def of(cls, warm_start_from) -> "WarmStartSettings | None":

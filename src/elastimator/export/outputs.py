@@ -98,7 +98,15 @@ class ClassificationOutput(ExportOutput):
                 f"ClassificationOutput classes must be a string tensor; got {classes!r}. "
                 "Convert class ids with tf.strings.as_string."
             )
-        self.scores, self.classes = scores, classes
+        self._scores, self._classes = scores, classes
+
+    @property
+    def scores(self) -> tf.Tensor | None:
+        return self._scores
+
+    @property
+    def classes(self) -> tf.Tensor | None:
+        return self._classes
 
     @property
     def outputs(self) -> dict[str, tf.Tensor]:
@@ -124,7 +132,11 @@ class RegressionOutput(ExportOutput):
     def __init__(self, value):
         if not (isinstance(value, tf.Tensor) and value.dtype.is_floating):
             raise ExportError(f"RegressionOutput value must be a float tensor; got {value!r}.")
-        self.value = value
+        self._value = value
+
+    @property
+    def value(self) -> tf.Tensor:
+        return self._value
 
     @property
     def outputs(self) -> dict[str, tf.Tensor]:
@@ -138,25 +150,50 @@ class RegressionOutput(ExportOutput):
 
 
 class _SupervisedOutput(ExportOutput):
-    """Loss, predictions and metrics of a TRAIN or EVAL graph export."""
+    """Loss, predictions and metrics of a TRAIN or EVAL graph export, named `loss`, `predictions/<key>` and
+    `metrics/<name>/value` / `metrics/<name>/update_op` in its signature."""
 
     method_name = ""
+    LOSS_NAME = "loss"
+    PREDICTIONS_NAME = "predictions"
+    METRICS_NAME = "metrics"
+    METRIC_VALUE_SUFFIX = "value"
+    METRIC_UPDATE_SUFFIX = "update_op"
 
     def __init__(self, loss=None, predictions=None, metrics=None):
         self._outputs: dict[str, tf.Tensor] = {}
         if loss is not None:
-            self._outputs["loss"] = loss
+            self._outputs[self.LOSS_NAME] = loss
         if predictions is not None:
-            items = predictions.items() if isinstance(predictions, Mapping) else [("predictions", predictions)]
+            items = predictions.items() if isinstance(predictions, Mapping) else [(None, predictions)]
             for key, tensor in items:
-                self._outputs[f"predictions/{key}"] = tensor
+                self._outputs[self.PREDICTIONS_NAME if key is None else f"{self.PREDICTIONS_NAME}/{key}"] = tensor
         for name, (value, update) in (metrics or {}).items():
-            self._outputs[f"metrics/{name}/value"] = value
+            self._outputs[f"{self.METRICS_NAME}/{name}/{self.METRIC_VALUE_SUFFIX}"] = value
             update_tensor = update if isinstance(update, tf.Tensor) else tf.constant(0, name="update_done")
             if isinstance(update, tf.Operation):
                 with tf.control_dependencies([update]):
                     update_tensor = tf.constant(True, name=f"{name.replace('/', '_')}_updated")
-            self._outputs[f"metrics/{name}/update_op"] = update_tensor
+            self._outputs[f"{self.METRICS_NAME}/{name}/{self.METRIC_UPDATE_SUFFIX}"] = update_tensor
+
+    def _named(self, prefix: str) -> dict[str, tf.Tensor] | None:
+        named = {k: v for k, v in self._outputs.items() if k == prefix or k.startswith(prefix + "/")}
+        return named or None
+
+    @property
+    def loss(self) -> dict[str, tf.Tensor] | None:
+        """{"loss": tensor} as in the signature, or None."""
+        return self._named(self.LOSS_NAME)
+
+    @property
+    def predictions(self) -> dict[str, tf.Tensor] | None:
+        """The predictions by signature name (`predictions/<key>`, or `predictions` for one tensor), or None."""
+        return self._named(self.PREDICTIONS_NAME)
+
+    @property
+    def metrics(self) -> dict[str, tf.Tensor] | None:
+        """`metrics/<name>/value` and `metrics/<name>/update_op` tensors, or None."""
+        return self._named(self.METRICS_NAME)
 
     @property
     def outputs(self):

@@ -7,6 +7,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
+from elastimator._records import record_type
 from elastimator.errors import ExportError
 
 _TENSOR_TYPES = (tf.Tensor, tf.SparseTensor, tf.RaggedTensor)
@@ -39,7 +40,10 @@ def _alternatives(value) -> dict[str, dict[str, Any]]:
     }
 
 
-class ServingInputReceiver:
+_RECEIVER_FIELDS = ("features", "receiver_tensors", "receiver_tensors_alternatives")
+
+
+class ServingInputReceiver(record_type("ServingInputReceiver", _RECEIVER_FIELDS)):
     """Serving inputs (`receiver_tensors`) and the `features` the model_fn gets from them.
 
     Args:
@@ -51,23 +55,31 @@ class ServingInputReceiver:
             as extra signatures "<output key>:<alternative name>".
     """
 
-    def __init__(self, features, receiver_tensors, receiver_tensors_alternatives=None):
-        self.features = _as_tensor_dict(features, "ServingInputReceiver features", SINGLE_FEATURE_KEY)
-        self.receiver_tensors = _as_tensor_dict(
-            receiver_tensors, "ServingInputReceiver receiver_tensors", SINGLE_RECEIVER_KEY)
-        self.receiver_tensors_alternatives = _alternatives(receiver_tensors_alternatives)
-
+    __slots__ = ()
     labels = None
 
+    def __new__(cls, features, receiver_tensors, receiver_tensors_alternatives=None):
+        return super().__new__(
+            cls, _as_tensor_dict(features, f"{cls.__name__} features", SINGLE_FEATURE_KEY),
+            _as_tensor_dict(receiver_tensors, f"{cls.__name__} receiver_tensors", SINGLE_RECEIVER_KEY),
+            _alternatives(receiver_tensors_alternatives))
 
-class TensorServingInputReceiver(ServingInputReceiver):
+
+class TensorServingInputReceiver(record_type("TensorServingInputReceiver", _RECEIVER_FIELDS)):
     """Like `ServingInputReceiver`, but model_fn gets `features` as one raw tensor, not a dict."""
 
-    def __init__(self, features, receiver_tensors, receiver_tensors_alternatives=None):
+    __slots__ = ()
+    labels = None
+
+    def __new__(cls, features, receiver_tensors, receiver_tensors_alternatives=None):
         if not isinstance(features, _TENSOR_TYPES):
             raise ExportError(f"TensorServingInputReceiver features must be a single tensor; got {features!r}.")
-        super().__init__(features, receiver_tensors, receiver_tensors_alternatives)
-        self.features = features
+        receiver = ServingInputReceiver(features, receiver_tensors, receiver_tensors_alternatives)
+        return super().__new__(cls, features, receiver.receiver_tensors, receiver.receiver_tensors_alternatives)
+
+
+SERVING_RECEIVERS = (ServingInputReceiver, TensorServingInputReceiver)
+"""What a serving_input_receiver_fn may return (two unrelated namedtuples, as in tf.estimator 2.15)."""
 
 
 class SupervisedInputReceiver:

@@ -82,6 +82,8 @@ def build_estimator(conf: JobConf, config: RunConfig) -> Estimator:
     if not inspect.isclass(cls):
         return Estimator(cls, model_dir=config.model_dir, config=config, params=params)
     offered = {"model_dir": config.model_dir, "config": config, "params": params}
+    if cls.__init__ is Estimator.__init__:  # a subclass that only defines its model_fn method
+        return cls(None, **offered)
     signature = inspect.signature(cls)
     if set(offered) <= set(signature.parameters):
         return cls(**offered)

@@ -54,7 +54,7 @@ class BaselineClassifier(_Baseline):
     """
 
     def __init__(self, model_dir=None, n_classes: int = 2, weight_column=None, label_vocabulary=None,
-                 optimizer="Ftrl", config=None, warm_start_from=None, loss_reduction="sum_over_batch_size"):
+                 optimizer="Ftrl", config=None, loss_reduction="sum_over_batch_size", *, warm_start_from=None):
         head = classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
         super().__init__(head, optimizer=optimizer, model_dir=model_dir, config=config,
                          warm_start_from=warm_start_from)
@@ -65,7 +65,7 @@ class BaselineRegressor(_Baseline):
     with `label_dimension` for the class arguments."""
 
     def __init__(self, model_dir=None, label_dimension: int = 1, weight_column=None, optimizer="Ftrl",
-                 config=None, warm_start_from=None, loss_reduction="sum_over_batch_size"):
+                 config=None, loss_reduction="sum_over_batch_size", *, warm_start_from=None):
         head = regression_head(label_dimension, weight_column, loss_reduction)
         super().__init__(head, optimizer=optimizer, model_dir=model_dir, config=config,
                          warm_start_from=warm_start_from)
@@ -74,6 +74,6 @@ class BaselineRegressor(_Baseline):
 class BaselineEstimator(_Baseline):
     """The features-blind baseline for any head; other arguments as `BaselineClassifier`."""
 
-    def __init__(self, head, model_dir=None, optimizer="Ftrl", config=None, warm_start_from=None):
+    def __init__(self, head, model_dir=None, optimizer="Ftrl", config=None, *, warm_start_from=None):
         super().__init__(head, optimizer=optimizer, model_dir=model_dir, config=config,
                          warm_start_from=warm_start_from)

@@ -60,6 +60,10 @@ def dnn_logits(net: tf.Tensor, *, hidden_units: Sequence[int], units: int, activ
 
 
 class _DNN(CannedEstimator):
+    _input_layer_partitioner = None
+    """The v1 estimators' `input_layer_partitioner`: splits the input layer's variables (embeddings) into parts,
+    which a parameter-server job spreads over its servers."""
+
     def __init__(self, head, hidden_units, feature_columns, *, activation_fn, dropout, batch_norm, optimizer,
                  model_dir, config, warm_start_from):
         self._columns = check_columns(feature_columns, "feature_columns")
@@ -75,7 +79,8 @@ class _DNN(CannedEstimator):
 
     def _logits(self, features, training):
         with tf.compat.v1.variable_scope(DNN_SCOPE):
-            with tf.compat.v1.variable_scope("input_from_feature_columns"):
+            with tf.compat.v1.variable_scope("input_from_feature_columns",
+                                             partitioner=self._input_layer_partitioner):
                 net = dense_input(features, self._columns)
             return dnn_logits(net, hidden_units=self._hidden_units, units=self.head.logits_dimension,
                               activation=self._activation, dropout=self._dropout, batch_norm=self._batch_norm,

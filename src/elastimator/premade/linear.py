@@ -18,6 +18,10 @@ def default_linear_learning_rate(columns) -> float:
 
 
 class _Linear(CannedEstimator):
+    _partitioner = None
+    """The v1 estimators' `partitioner`: splits the linear model's variables into parts, which a parameter-server
+    job spreads over its servers."""
+
     def __init__(self, head, feature_columns, *, optimizer, sparse_combiner, model_dir, config, warm_start_from):
         self._columns = check_columns(feature_columns, "feature_columns")
         self._sparse_combiner = sparse_combiner
@@ -28,7 +32,7 @@ class _Linear(CannedEstimator):
         return self._columns
 
     def _logits(self, features, training):
-        with tf.compat.v1.variable_scope(LINEAR_SCOPE):
+        with tf.compat.v1.variable_scope(LINEAR_SCOPE, partitioner=self._partitioner):
             return linear_logits(features, self._columns, self.head.logits_dimension, self._sparse_combiner)
 
 

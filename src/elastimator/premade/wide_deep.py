@@ -21,6 +21,9 @@ from elastimator.premade.linear import LINEAR_SCOPE, default_linear_learning_rat
 class WideAndDeep(CannedEstimator):
     """The combined model: logits = linear(linear columns) + dnn(dnn columns); either part may be absent."""
 
+    _input_layer_partitioner = None
+    """The v1 estimators' `input_layer_partitioner`, for both parts' input variables (as 2.15 applied it)."""
+
     def __init__(self, head, *, linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
                  dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm, linear_sparse_combiner,
                  model_dir, config, warm_start_from):
@@ -48,12 +51,12 @@ class WideAndDeep(CannedEstimator):
             with tf.compat.v1.variable_scope(DNN_SCOPE):
                 logits.append(self._deep_logits(features, units, training))
         if self._linear_columns:
-            with tf.compat.v1.variable_scope(LINEAR_SCOPE):
+            with tf.compat.v1.variable_scope(LINEAR_SCOPE, partitioner=self._input_layer_partitioner):
                 logits.append(linear_logits(features, self._linear_columns, units, self._sparse_combiner))
         return tf.add_n(logits)
 
     def _deep_logits(self, features, units, training) -> tf.Tensor:
-        with tf.compat.v1.variable_scope("input_from_feature_columns"):
+        with tf.compat.v1.variable_scope("input_from_feature_columns", partitioner=self._input_layer_partitioner):
             net = dense_input(features, self._dnn_columns)
         return dnn_logits(net, hidden_units=self._hidden_units, units=units, activation=self._activation,
                           dropout=self._dropout, batch_norm=self._batch_norm, training=training)
@@ -109,7 +112,7 @@ class DNNLinearCombinedEstimator(WideAndDeep):
     def __init__(self, head, model_dir=None, linear_feature_columns=None, linear_optimizer="Ftrl",
                  dnn_feature_columns=None, dnn_optimizer="Adagrad", dnn_hidden_units=None,
                  dnn_activation_fn=tf.nn.relu, dnn_dropout=None, config=None, batch_norm: bool = False,
-                 linear_sparse_combiner: str = "sum", warm_start_from=None):
+                 linear_sparse_combiner: str = "sum", *, warm_start_from=None):
         super().__init__(head, linear_feature_columns=linear_feature_columns, linear_optimizer=linear_optimizer,
                          dnn_feature_columns=dnn_feature_columns, dnn_optimizer=dnn_optimizer,
                          dnn_hidden_units=dnn_hidden_units, dnn_activation_fn=dnn_activation_fn,

@@ -135,12 +135,16 @@ class LatestExporter(_SavedModelExporter):
         return path
 
 
-def loss_smaller(best_eval_result: Mapping, current_eval_result: Mapping) -> bool:
+def _loss_smaller(best_eval_result: Mapping, current_eval_result: Mapping) -> bool:
     """The default BestExporter comparison: lower "loss" is better."""
     for which, result in (("best_eval_result", best_eval_result), ("current_eval_result", current_eval_result)):
         if "loss" not in result:
-            raise ConfigError(f"loss_smaller: {which} has no 'loss' key (keys: {sorted(result)}).")
+            raise ConfigError(f"BestExporter compare_fn (lower loss is better): {which} has no 'loss' key (keys: {sorted(result)}).")
     return current_eval_result["loss"] < best_eval_result["loss"]
+
+
+loss_smaller = _loss_smaller
+"""BestExporter's default comparison, for confs to name (2.15 kept it private as `_loss_smaller`)."""
 
 
 def _check_compare_fn(compare_fn) -> None:
@@ -191,7 +195,7 @@ class BestExporter(_SavedModelExporter):
     """
 
     def __init__(self, name="best_exporter", serving_input_receiver_fn=None,
-                 event_file_pattern="eval/*.tfevents.*", compare_fn=loss_smaller, assets_extra=None,
+                 event_file_pattern="eval/*.tfevents.*", compare_fn=_loss_smaller, assets_extra=None,
                  as_text=False, exports_to_keep=5):
         super().__init__(name, serving_input_receiver_fn, assets_extra, as_text)
         _check_compare_fn(compare_fn)

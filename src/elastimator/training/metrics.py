@@ -46,7 +46,7 @@ def add_metrics(estimator: Estimator, metric_fn: Callable) -> Estimator:
         extra = metric_fn(**{a: available[a] for a in args})
         if not isinstance(extra, dict):
             raise ConfigError(f"add_metrics: metric_fn must return a dict of metrics; got {type(extra).__name__}.")
-        return spec.replace(eval_metric_ops={**spec.eval_metric_ops, **extra})
+        return spec._replace(eval_metric_ops={**spec.eval_metric_ops, **extra})
 
     return Estimator(model_fn, model_dir=estimator.model_dir, config=estimator.config,
                      params=estimator.params or None, warm_start_from=estimator.warm_start_settings)
