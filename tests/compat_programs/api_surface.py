@@ -33,7 +33,7 @@ def default_text(value) -> str | None:
     name = getattr(value, "__name__", None)
     if name is not None:
         return f"<{name}>"
-    return f"<{type(value).__name__} instance>"
+    return "<instance>"  # a sentinel object: its type is an implementation detail
 
 
 def signature_of(value) -> list[list] | None:

@@ -115,3 +115,19 @@ def test_hooks_act_on_the_steps_they_acted_on_in_2_15(tmp_path, steps_per_execut
         assert got.pop("logging_tensor_hook_every_6_iter_calls") < reference.pop(
             "logging_tensor_hook_every_6_iter_calls")
     assert got == reference
+
+
+def test_prediction_keys_dtypes_shapes_and_the_heads_metrics_are_2_15s(tmp_path):
+    got, reference = _run("prediction_keys", tmp_path), REFERENCE["prediction_keys"]
+    assert sorted(got) == sorted(reference)
+    for name, expected in reference.items():
+        if not name.startswith("head/"):  # a canned estimator: keys, dtypes and shapes exactly
+            assert got[name] == expected, name
+            continue
+        ours = got[name]
+        for key in ("metric_keys", "prediction_keys", "chosen_keys"):
+            assert ours[key] == expected[key], (name, key)
+        assert ours["loss"] == pytest.approx(expected["loss"], rel=1e-5), name
+        assert ours["metric_values"] == pytest.approx(expected["metric_values"], rel=1e-4, abs=1e-6), name
+        # The binary head's accuracy_baseline is a Mean whose result is max(mean, 1 - mean): its own type here.
+        assert set(ours["metric_types"]) - {"BaselineAccuracy"} == set(expected["metric_types"]), name

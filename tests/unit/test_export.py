@@ -132,3 +132,20 @@ def test_export_errors(trained, iris, tmp_path):
     with pytest.raises(ExportError, match=r"assets_extra\['v'\] = '/missing' does not exist"):
         trained.export_saved_model(str(tmp_path / "x"), receiver, assets_extra={"v": "/missing"})
     assert not [d for d in os.listdir(tmp_path / "x") if d.startswith("temp-")]
+
+
+def test_all_modes_export_into_one_saved_model_with_one_copy_of_the_variables(trained, iris, tmp_path):
+    x, y = iris
+    supervised = est.export.build_raw_supervised_input_receiver_fn({"x": x[:1]}, y[:1])
+    path = trained.experimental_export_all_saved_models(str(tmp_path), {
+        est.ModeKeys.TRAIN: supervised, est.ModeKeys.EVAL: supervised,
+        est.ModeKeys.PREDICT: est.export.build_raw_serving_input_receiver_fn({"x": x[:1]})}).decode()
+    for tags, signature in ((["train"], "train"), (["eval"], "eval"), (["serve"], "serving_default")):
+        with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+            meta = tf.compat.v1.saved_model.loader.load(session, tags, path)
+            assert signature in meta.signature_def, tags
+            weights = [v for v in tf.compat.v1.global_variables() if "global_step" not in v.name]
+            assert weights and all(np.isfinite(session.run(v)).all() for v in weights)
+    served = tf.saved_model.load(path, tags=["serve"]).signatures["serving_default"](x=tf.constant(x))
+    expected = np.stack([p["probabilities"] for p in trained.predict(eval_input(x))])
+    np.testing.assert_allclose(served["probabilities"].numpy(), expected, rtol=1e-5)

@@ -195,12 +195,26 @@ class Estimator:
             experimental_mode,
         )
 
+    def experimental_export_all_saved_models(
+        self,
+        export_dir_base: str,
+        input_receiver_fn_map: Mapping[str, Callable],
+        assets_extra: Mapping[str, str] | None = None,
+        as_text: bool = False,
+        checkpoint_path: str | None = None,
+    ) -> bytes:
+        """Exports one SavedModel holding a graph per mode of `input_receiver_fn_map` ({ModeKeys.TRAIN:
+        supervised receiver fn, ModeKeys.EVAL: ..., ModeKeys.PREDICT: serving receiver fn}), tagged `train`,
+        `eval` and `serve`, over one copy of the variables; returns its path as bytes."""
+        return exporting.export_all_saved_models(self, export_dir_base, input_receiver_fn_map, assets_extra,
+                                                 as_text, checkpoint_path)
+
     def export_savedmodel(self, export_dir_base, serving_input_receiver_fn, assets_extra=None,
-                          as_text=False, checkpoint_path=None, strip_default_attrs=True) -> bytes:
-        """The TF1 spelling of `export_saved_model` (always strips default attrs)."""
-        del strip_default_attrs
-        return self.export_saved_model(export_dir_base, serving_input_receiver_fn, assets_extra, as_text,
-                                       checkpoint_path)
+                          as_text=False, checkpoint_path=None, strip_default_attrs=False) -> bytes:
+        """The TF1 spelling of `export_saved_model`; `strip_default_attrs=True` leaves out attributes that have
+        their default values (smaller graphs that older TensorFlow versions can still load)."""
+        return exporting.export_saved_model(self, export_dir_base, serving_input_receiver_fn, assets_extra, as_text,
+                                            checkpoint_path, strip_default_attrs=strip_default_attrs)
 
     # --- reading the model_dir --------------------------------------------------------------
 

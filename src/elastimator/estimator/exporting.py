@@ -78,8 +78,9 @@ def export_saved_model(
     as_text: bool = False,
     checkpoint_path: str | None = None,
     experimental_mode: str = ModeKeys.PREDICT,
+    strip_default_attrs: bool = True,
 ) -> bytes:
-    """Writes a SavedModel to `export_dir_base/<timestamp>/` and returns that path (bytes).
+    """Writes a SavedModel of one mode to `export_dir_base/<timestamp>/` and returns that path (bytes).
 
     The model is rebuilt in `experimental_mode` (PREDICT by default) over the
     serving receiver's tensors, its variables are restored from the newest (or
@@ -88,7 +89,26 @@ def export_saved_model(
     """
     if experimental_mode not in _TAGS:
         raise ExportError(f"experimental_mode must be one of {list(_TAGS)}; got {experimental_mode!r}.")
-    model_dir, config = estimator.model_dir, estimator.config
+    return export_all_saved_models(estimator, export_dir_base, {experimental_mode: serving_input_receiver_fn},
+                                   assets_extra, as_text, checkpoint_path, strip_default_attrs)
+
+
+def export_all_saved_models(
+    estimator,
+    export_dir_base: str,
+    input_receiver_fn_map: Mapping[str, Callable],
+    assets_extra: Mapping[str, str] | None = None,
+    as_text: bool = False,
+    checkpoint_path: str | None = None,
+    strip_default_attrs: bool = True,
+) -> bytes:
+    """Writes one SavedModel with a MetaGraph per mode in `input_receiver_fn_map` (TRAIN, EVAL and PREDICT, each
+    tagged as tf.estimator tagged it), sharing one copy of the variables; returns its path (bytes)."""
+    unknown = sorted(set(input_receiver_fn_map) - set(_TAGS))
+    if not input_receiver_fn_map or unknown:
+        raise ExportError(f"input_receiver_fn_map must map some of {list(_TAGS)} to receiver fns; got "
+                          f"{sorted(input_receiver_fn_map)}.")
+    model_dir = estimator.model_dir
     checkpoint = checkpoints.resolve(checkpoint_path, model_dir)
     if checkpoint is None:
         raise ExportError(
@@ -97,31 +117,14 @@ def export_saved_model(
         )
     export_dir = _unique_export_dir(export_dir_base)
     temp_dir = os.path.join(export_dir_base, f"temp-{os.path.basename(export_dir)}")
-    with tf.Graph().as_default() as graph:
-        receiver = _receiver(serving_input_receiver_fn, experimental_mode)
-        built = model_graph.build(
-            model_fn=estimator.model_fn, params=estimator.params, config=config, mode=experimental_mode,
-            features=receiver.features, labels=receiver.labels, place_on_cluster=False,
-        )
-        signatures = _signatures(built.spec, receiver, experimental_mode)
-        saver = checkpoints.make_saver(config)
-        saver.build()
-        local_init = tf.group(tf.compat.v1.local_variables_initializer(), tf.compat.v1.tables_initializer())
-        with tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(allow_soft_placement=True)) as session:
-            saver.restore(session, checkpoint)
-            if tf.io.gfile.exists(temp_dir):
-                tf.io.gfile.rmtree(temp_dir)
-            builder = tf.compat.v1.saved_model.Builder(temp_dir)
-            builder.add_meta_graph_and_variables(
-                session,
-                _TAGS[experimental_mode],
-                signature_def_map=signatures,
-                assets_collection=graph.get_collection(tf.compat.v1.GraphKeys.ASSET_FILEPATHS),
-                main_op=local_init,
-                strip_default_attrs=True,
-                clear_devices=True,
-            )
-            builder.save(as_text=as_text)
+    if tf.io.gfile.exists(temp_dir):
+        tf.io.gfile.rmtree(temp_dir)
+    builder = tf.compat.v1.saved_model.Builder(temp_dir)
+    modes = [mode for mode in (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT) if mode in input_receiver_fn_map]
+    for index, mode in enumerate(modes):
+        _add_meta_graph(builder, estimator, mode, input_receiver_fn_map[mode], checkpoint,
+                        with_variables=index == 0, strip_default_attrs=strip_default_attrs)
+    builder.save(as_text=as_text)
     try:
         if assets_extra:
             _copy_assets_extra(assets_extra, temp_dir)
@@ -129,5 +132,30 @@ def export_saved_model(
     except BaseException:
         shutil.rmtree(temp_dir, ignore_errors=True)
         raise
-    logger.info("Exported %s (from %s) to %s", experimental_mode, checkpoint, export_dir)
+    logger.info("Exported %s (from %s) to %s", "/".join(modes), checkpoint, export_dir)
     return export_dir.encode()
+
+
+def _add_meta_graph(builder, estimator, mode: str, receiver_fn: Callable, checkpoint: str, *, with_variables: bool,
+                    strip_default_attrs: bool) -> None:
+    """Builds the model in `mode` over its receiver and adds that graph to `builder` (with the variables, restored
+    from `checkpoint`, for the first graph)."""
+    with tf.Graph().as_default() as graph:
+        receiver = _receiver(receiver_fn, mode)
+        built = model_graph.build(
+            model_fn=estimator.model_fn, params=estimator.params, config=estimator.config, mode=mode,
+            features=receiver.features, labels=receiver.labels, place_on_cluster=False,
+        )
+        options = dict(signature_def_map=_signatures(built.spec, receiver, mode),
+                       assets_collection=graph.get_collection(tf.compat.v1.GraphKeys.ASSET_FILEPATHS),
+                       main_op=tf.group(tf.compat.v1.local_variables_initializer(),
+                                        tf.compat.v1.tables_initializer()),
+                       strip_default_attrs=strip_default_attrs, clear_devices=True)
+        saver = checkpoints.make_saver(estimator.config)
+        saver.build()
+        if not with_variables:
+            builder.add_meta_graph(_TAGS[mode], saver=saver, **options)
+            return
+        with tf.compat.v1.Session(graph=graph, config=tf.compat.v1.ConfigProto(allow_soft_placement=True)) as session:
+            saver.restore(session, checkpoint)
+            builder.add_meta_graph_and_variables(session, _TAGS[mode], saver=saver, **options)

@@ -8,7 +8,8 @@ import tensorflow as tf
 
 from elastimator.errors import ConfigError, HeadError
 from elastimator.export.outputs import ClassificationOutput, PredictOutput, RegressionOutput
-from elastimator.premade.head import Head
+from elastimator.premade import head_metrics
+from elastimator.premade.head import ConcreteHead
 from elastimator.premade.keys import MetricKeys, PredictionKeys, SignatureKeys
 
 _metrics = tf.compat.v1.metrics
@@ -24,6 +25,28 @@ def _check_vocabulary(label_vocabulary, n_classes: int) -> tuple[str, ...] | Non
     if len(set(vocabulary)) != len(vocabulary):
         raise ConfigError(f"label_vocabulary has duplicates: {vocabulary!r}.")
     return vocabulary
+
+
+def _check_thresholds(thresholds) -> tuple[float, ...]:
+    thresholds = tuple(thresholds or ())
+    for threshold in thresholds:
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0.0 < threshold < 1.0:
+            raise ConfigError(f"thresholds: each must be a number in (0, 1); got {threshold!r}.")
+    return thresholds
+
+
+def _at_thresholds(labels, probabilities, weights, thresholds) -> dict[str, tuple]:
+    """`accuracy`, `precision` and `recall` at each threshold, keyed `<metric>/positive_threshold_<t>`."""
+    metrics = {}
+    for threshold in thresholds:
+        suffix = head_metrics.threshold_suffix(threshold)
+        metrics[MetricKeys.ACCURACY + suffix] = _metrics.accuracy(
+            labels, tf.cast(probabilities >= threshold, tf.int64), weights=weights)
+        for key, at_thresholds in ((MetricKeys.PRECISION, _metrics.precision_at_thresholds),
+                                   (MetricKeys.RECALL, _metrics.recall_at_thresholds)):
+            value, update = at_thresholds(labels, probabilities, [threshold], weights=weights)
+            metrics[key + suffix] = (tf.squeeze(value), update)
+    return metrics
 
 
 def _dense_labels(labels, head: str) -> tf.Tensor:
@@ -91,7 +114,7 @@ def _tiled(row: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
 
 def _all_classes(n_classes: int, vocabulary, logits: tf.Tensor) -> dict[str, tf.Tensor]:
     """The `all_class_ids` and `all_classes` predictions: every class's id and name, per example."""
-    return {P.ALL_CLASS_IDS: _tiled(tf.range(n_classes, dtype=tf.int64), logits),
+    return {P.ALL_CLASS_IDS: _tiled(tf.range(n_classes, dtype=tf.int32), logits),
             P.ALL_CLASSES: _tiled(_class_names(n_classes, vocabulary), logits)}
 
 
@@ -102,7 +125,7 @@ def _classification_outputs(predictions) -> dict:
             SignatureKeys.PREDICT: PredictOutput(predictions)}
 
 
-class _SingleLabelClassHead(Head):
+class _SingleLabelClassHead(ConcreteHead):
     """What the binary and multi-class heads share: class ids, class names, classification signatures."""
 
     def __init__(self, n_classes: int, *, label_vocabulary: Sequence[str] | None = None, **kwargs):
@@ -132,7 +155,7 @@ class BinaryClassHead(_SingleLabelClassHead):
     """Two classes, one logit, sigmoid cross-entropy.
 
     Args:
-        weight_column, loss_reduction, name: See `Head`.
+        weight_column, loss_reduction, loss_fn, name: See `Head` (`loss_fn` gets float labels).
         label_vocabulary: Two class names when labels are strings (the second is the positive class).
         thresholds: Extra decision thresholds for `accuracy`/`precision`/`recall` metrics
             (`"precision/positive_threshold_0.7"`, ...). 0.5 is always reported unsuffixed.
@@ -143,20 +166,20 @@ class BinaryClassHead(_SingleLabelClassHead):
     `average_loss`, `loss`.
     """
 
-    def __init__(self, weight_column=None, thresholds: Sequence[float] = (), label_vocabulary=None,
-                 loss_reduction: str = "sum_over_batch_size", name: str | None = None):
+    def __init__(self, weight_column=None, thresholds: Sequence[float] | None = None, label_vocabulary=None,
+                 loss_reduction: str = "sum_over_batch_size", loss_fn=None, name: str | None = None):
         super().__init__(2, label_vocabulary=label_vocabulary, weight_column=weight_column,
-                         loss_reduction=loss_reduction, name=name)
-        for threshold in thresholds:
-            if not 0.0 < threshold < 1.0:
-                raise ConfigError(f"thresholds: each must be in (0, 1); got {threshold!r}.")
-        self._thresholds = tuple(thresholds)
+                         loss_reduction=loss_reduction, loss_fn=loss_fn, name=name)
+        self._thresholds = _check_thresholds(thresholds)
 
     @property
     def logits_dimension(self) -> int:
         return 1
 
-    def predictions(self, logits):
+    def _loss_fn_labels(self, labels, logits):
+        return tf.cast(labels, logits.dtype)
+
+    def _predictions(self, logits):
         logistic = tf.sigmoid(logits)
         predictions = {P.LOGITS: logits, P.LOGISTIC: logistic,
                        P.PROBABILITIES: tf.concat([1.0 - logistic, logistic], axis=1)}
@@ -181,15 +204,15 @@ class BinaryClassHead(_SingleLabelClassHead):
             MetricKeys.AUC_PR: _metrics.auc(labels, logistic, weights=weights, curve="PR",
                                             summation_method="careful_interpolation", name="auc_pr"),
         }
-        for threshold in self._thresholds:
-            suffix = f"/positive_threshold_{threshold:g}"
-            metrics[MetricKeys.ACCURACY + suffix] = _metrics.accuracy(
-                labels, tf.cast(logistic >= threshold, tf.int64), weights=weights)
-            for key, at_thresholds in ((MetricKeys.PRECISION, _metrics.precision_at_thresholds),
-                                       (MetricKeys.RECALL, _metrics.recall_at_thresholds)):
-                value, update = at_thresholds(labels, logistic, [threshold], weights=weights)
-                metrics[key + suffix] = (tf.squeeze(value), update)
+        metrics.update(_at_thresholds(labels, logistic, weights, self._thresholds))
         return metrics
+
+    def _keras_metrics(self):
+        return head_metrics.binary(self._thresholds)
+
+    def _update_keras_metrics(self, metrics, labels, predictions, weights):
+        head_metrics.update_binary(metrics, labels, predictions[P.CLASS_IDS], predictions[P.LOGISTIC], weights,
+                                   self._thresholds)
 
     def export_outputs(self, predictions):
         outputs = super().export_outputs(predictions)
@@ -202,7 +225,7 @@ class MultiClassHead(_SingleLabelClassHead):
 
     Args:
         n_classes: Number of classes (> 2; use `BinaryClassHead` for two).
-        weight_column, loss_reduction, name: See `Head`.
+        weight_column, loss_reduction, loss_fn, name: See `Head` (`loss_fn` gets class ids [batch, 1]).
         label_vocabulary: The class names when labels are strings, in class-id order.
 
     Predictions: `logits`, `probabilities`, `class_ids`, `classes`, `all_class_ids`,
@@ -210,18 +233,18 @@ class MultiClassHead(_SingleLabelClassHead):
     """
 
     def __init__(self, n_classes: int, weight_column=None, label_vocabulary=None,
-                 loss_reduction: str = "sum_over_batch_size", name: str | None = None):
+                 loss_reduction: str = "sum_over_batch_size", loss_fn=None, name: str | None = None):
         if not isinstance(n_classes, int) or n_classes <= 2:
             raise ConfigError(f"MultiClassHead: n_classes must be an int > 2; got {n_classes!r}. "
                               "Use BinaryClassHead for two classes.")
         super().__init__(n_classes, label_vocabulary=label_vocabulary, weight_column=weight_column,
-                         loss_reduction=loss_reduction, name=name)
+                         loss_reduction=loss_reduction, loss_fn=loss_fn, name=name)
 
     @property
     def logits_dimension(self) -> int:
         return self._n_classes
 
-    def predictions(self, logits):
+    def _predictions(self, logits):
         predictions = {P.LOGITS: logits, P.PROBABILITIES: tf.nn.softmax(logits)}
         class_ids = tf.expand_dims(tf.argmax(logits, axis=1), -1)
         return self._add_classes(predictions, logits, class_ids)
@@ -233,8 +256,14 @@ class MultiClassHead(_SingleLabelClassHead):
     def _metric_ops(self, labels, predictions, unweighted_loss, weights):
         return {MetricKeys.ACCURACY: _metrics.accuracy(labels, predictions[P.CLASS_IDS], weights=weights)}
 
+    def _keras_metrics(self):
+        return {MetricKeys.ACCURACY: tf.keras.metrics.Accuracy(name=MetricKeys.ACCURACY)}
 
-class MultiLabelHead(Head):
+    def _update_keras_metrics(self, metrics, labels, predictions, weights):
+        metrics[MetricKeys.ACCURACY].update_state(labels, predictions[P.CLASS_IDS], sample_weight=weights)
+
+
+class MultiLabelHead(ConcreteHead):
     """Each example may belong to any subset of n_classes classes: a sigmoid per class.
 
     Labels are multi-hot [batch, n_classes] (0/1), or a SparseTensor of class ids (or of
@@ -242,23 +271,28 @@ class MultiLabelHead(Head):
 
     Args:
         n_classes: Number of classes (>= 2).
-        weight_column, loss_reduction, name: See `Head`.
+        weight_column, loss_reduction, loss_fn, name: See `Head` (`loss_fn` gets multi-hot int64 labels and may
+            take `features`).
+        thresholds: Decision thresholds to report `accuracy`, `precision` and `recall` at
+            (`"recall/positive_threshold_0.7"`, ...).
         label_vocabulary: Class names, for string labels.
-        classes_for_class_based_metrics: Class ids or names to report `auc/class<k>` for.
+        classes_for_class_based_metrics: Class ids or names to report `auc/class<k>`,
+            `auc_precision_recall/class<k>` and `probability_mean/class<k>` for.
 
-    Predictions: `logits`, `probabilities`, `all_class_ids`, `all_classes`. Metrics: `auc`,
-    `auc_precision_recall`, `average_loss`, `loss`.
+    Predictions: `logits`, `probabilities`, `classes` (every class name, per example). Metrics: `auc`,
+    `auc_precision_recall`, `average_loss`, `loss`, and those of the thresholds and classes asked for.
     """
 
-    def __init__(self, n_classes: int, weight_column=None, label_vocabulary=None,
-                 loss_reduction: str = "sum_over_batch_size", classes_for_class_based_metrics=(),
-                 name: str | None = None):
+    def __init__(self, n_classes: int, weight_column=None, thresholds: Sequence[float] | None = None,
+                 label_vocabulary=None, loss_reduction: str = "sum_over_batch_size", loss_fn=None,
+                 classes_for_class_based_metrics=None, name: str | None = None):
         if not isinstance(n_classes, int) or n_classes < 2:
             raise ConfigError(f"MultiLabelHead: n_classes must be an int >= 2; got {n_classes!r}.")
-        super().__init__(weight_column=weight_column, loss_reduction=loss_reduction, name=name)
+        super().__init__(weight_column=weight_column, loss_reduction=loss_reduction, loss_fn=loss_fn, name=name)
         self._n_classes = n_classes
+        self._thresholds = _check_thresholds(thresholds)
         self._vocabulary = _check_vocabulary(label_vocabulary, n_classes)
-        self._class_metrics = tuple(self._class_index(c) for c in classes_for_class_based_metrics)
+        self._class_metrics = tuple(self._class_index(c) for c in classes_for_class_based_metrics or ())
 
     def _class_index(self, cls) -> int:
         if isinstance(cls, str):
@@ -274,9 +308,9 @@ class MultiLabelHead(Head):
     def logits_dimension(self) -> int:
         return self._n_classes
 
-    def predictions(self, logits):
+    def _predictions(self, logits):
         return {P.LOGITS: logits, P.PROBABILITIES: tf.sigmoid(logits),
-                **_all_classes(self._n_classes, self._vocabulary, logits)}
+                P.CLASSES: _tiled(_class_names(self._n_classes, self._vocabulary), logits)}
 
     def _labels(self, labels, logits):
         head = "MultiLabelHead"
@@ -312,10 +346,25 @@ class MultiLabelHead(Head):
             MetricKeys.AUC_PR: _metrics.auc(labels, probabilities, weights=weights, curve="PR",
                                             summation_method="careful_interpolation", name="auc_pr"),
         }
+        metrics.update(_at_thresholds(labels, probabilities, weights, self._thresholds))
         for k in self._class_metrics:
             w = None if weights is None else weights[:, k]
             metrics[f"{MetricKeys.AUC}/class{k}"] = _metrics.auc(labels[:, k], probabilities[:, k], weights=w)
+            metrics[f"{MetricKeys.AUC_PR}/class{k}"] = _metrics.auc(
+                labels[:, k], probabilities[:, k], weights=w, curve="PR", summation_method="careful_interpolation")
+            metrics[f"{MetricKeys.PROBABILITY_MEAN}/class{k}"] = _metrics.mean(probabilities[:, k], weights=w)
         return metrics
 
+    def _keras_metrics(self):
+        return head_metrics.multi_label(self._thresholds, self._class_metrics)
+
+    def _update_keras_metrics(self, metrics, labels, predictions, weights):
+        probabilities = predictions[P.PROBABILITIES]
+        weights = None if weights is None else weights * tf.ones_like(probabilities)
+        head_metrics.update_multi_label(metrics, labels, probabilities, weights, self._thresholds,
+                                        self._class_metrics)
+
     def export_outputs(self, predictions):
-        return _classification_outputs(predictions)
+        classify = ClassificationOutput(scores=predictions[P.PROBABILITIES], classes=predictions[P.CLASSES])
+        return {SignatureKeys.SERVING_DEFAULT: classify, SignatureKeys.CLASSIFY: classify,
+                SignatureKeys.PREDICT: PredictOutput(predictions)}

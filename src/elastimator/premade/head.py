@@ -9,6 +9,7 @@ The concrete heads live in `classification.py` and `regression.py`.
 from __future__ import annotations
 
 import abc
+import inspect
 from typing import Any, Callable, Iterable, Mapping
 
 import tensorflow as tf
@@ -42,20 +43,26 @@ def loss_reduction_of(value: str) -> str:
 
 
 class Head(abc.ABC):
-    """Base of the heads: the shared loss, weighting, train-op and EstimatorSpec logic.
+    """Base of the heads: the shared loss, weighting, metrics, train-op and EstimatorSpec logic.
 
     Args:
-        name: Prefix for metric keys (`"accuracy/<name>"`), for models with several heads.
+        name: Suffix for metric keys (`"accuracy/<name>"`), for models with several heads.
         weight_column: Feature key (or `tf.feature_column.numeric_column`) of per-example weights.
         loss_reduction: How per-example losses become the training loss; see `LOSS_REDUCTIONS`.
             Default `"sum_over_batch_size"` (the weighted sum divided by the batch size).
+        loss_fn: A per-example loss in place of the head's own: called as `loss_fn(labels, logits)`, with
+            `features` and `loss_reduction` too where it names them, and returning [batch, 1]. It gets the
+            labels as the head prepared them (class ids for a vocabulary, multi-hot for multi-label).
     """
 
     def __init__(self, *, name: str | None = None, weight_column=None,
-                 loss_reduction: str = "sum_over_batch_size"):
+                 loss_reduction: str = "sum_over_batch_size", loss_fn: Callable | None = None):
         self._name = name
         self._weight_key = _weight_key(weight_column)
         self._loss_reduction = loss_reduction_of(loss_reduction)
+        if loss_fn is not None and not callable(loss_fn):
+            raise ConfigError(f"loss_fn: expected a function (labels, logits) -> per-example loss; got {loss_fn!r}.")
+        self._loss_fn = loss_fn
 
     # --- what a concrete head defines -------------------------------------------------------
 
@@ -65,8 +72,8 @@ class Head(abc.ABC):
         """Size of the last dimension of the logits this head expects."""
 
     @abc.abstractmethod
-    def predictions(self, logits: tf.Tensor) -> dict[str, tf.Tensor]:
-        """The predictions dict (keys from `PredictionKeys`) for `logits` [batch, logits_dimension]."""
+    def _predictions(self, logits: tf.Tensor) -> dict[str, tf.Tensor]:
+        """The predictions dict (keys from `PredictionKeys`) for checked `logits` [batch, logits_dimension]."""
 
     @abc.abstractmethod
     def _labels(self, labels, logits: tf.Tensor) -> tf.Tensor:
@@ -87,6 +94,14 @@ class Head(abc.ABC):
     def export_outputs(self, predictions: Mapping[str, tf.Tensor]) -> dict:
         """The serving signatures (`serving_default` first) for `predictions`."""
 
+    @abc.abstractmethod
+    def _keras_metrics(self) -> dict:
+        """The head's own Keras metric objects for `metrics()`, by unsuffixed key (see `head_metrics`)."""
+
+    @abc.abstractmethod
+    def _update_keras_metrics(self, metrics: Mapping, labels, predictions, weights) -> None:
+        """Updates `_keras_metrics()`'s objects (by unsuffixed key); `weights` is [batch, 1] or None."""
+
     # --- shared behaviour -------------------------------------------------------------------
 
     @property
@@ -97,14 +112,67 @@ class Head(abc.ABC):
     def loss_reduction(self) -> str:
         return self._loss_reduction
 
+    def predictions(self, logits, keys=None) -> dict[str, tf.Tensor]:
+        """The predictions for `logits` [batch, logits_dimension]: all of them, or those named in `keys`."""
+        predictions = self._predictions(self._check_logits(logits))
+        if keys is None:
+            return predictions
+        keys = [keys] if isinstance(keys, str) else list(keys)
+        unknown = [key for key in keys if key not in predictions]
+        if unknown:
+            raise HeadError(f"{type(self).__name__}.predictions: unknown keys {unknown}; expected some of "
+                            f"{sorted(predictions)}.")
+        return {key: predictions[key] for key in keys}
+
     def loss(self, labels, logits, features=None, mode=None, regularization_losses=None) -> tf.Tensor:
         """The scalar training loss: reduced weighted per-example loss plus regularization."""
         del mode  # Same loss in every mode; kept for tf.estimator's signature.
         logits = self._check_logits(logits)
         labels = self._labels(labels, logits)
-        unweighted = self._unweighted_loss(labels, logits)
+        unweighted = self._per_example_loss(labels, logits, features)
         weights = self._weights(features, unweighted)
         return self._training_loss(unweighted, weights, regularization_losses)
+
+    def metrics(self, regularization_losses=None) -> dict:
+        """New Keras metric objects for an evaluation, keyed as the head's evaluation keys its metrics; pass them
+        to `update_metrics`. With `regularization_losses`, also their mean."""
+        from elastimator.premade import head_metrics  # pylint: disable=import-outside-toplevel  # loads tf-keras
+
+        metrics = {MetricKeys.LOSS_MEAN: head_metrics.mean(MetricKeys.LOSS_MEAN), **self._keras_metrics()}
+        if regularization_losses is not None:
+            metrics[MetricKeys.LOSS_REGULARIZATION] = head_metrics.mean(MetricKeys.LOSS_REGULARIZATION)
+        return {self._key(key): metric for key, metric in metrics.items()}
+
+    def update_metrics(self, eval_metrics, features, logits, labels, mode=None, regularization_losses=None):
+        """Updates `eval_metrics` (from `metrics()`) with one batch; returns it."""
+        del mode  # Same metrics in every mode; kept for tf.estimator's signature.
+        logits = self._check_logits(logits)
+        labels = self._labels(labels, logits)
+        unweighted = self._per_example_loss(labels, logits, features)
+        weights = self._weights(features, unweighted)
+        weights = None if isinstance(weights, float) else weights
+        unsuffixed = {self._unkey(key): metric for key, metric in eval_metrics.items()}
+        unsuffixed[MetricKeys.LOSS_MEAN].update_state(
+            unweighted, sample_weight=None if weights is None else _broadcast(weights, unweighted))
+        self._update_keras_metrics(unsuffixed, labels, self._predictions(logits), weights)
+        if regularization_losses is not None:
+            unsuffixed[MetricKeys.LOSS_REGULARIZATION].update_state(tf.add_n(list(regularization_losses)))
+        return eval_metrics
+
+    def _per_example_loss(self, labels, logits, features) -> tf.Tensor:
+        if self._loss_fn is None:
+            return self._unweighted_loss(labels, logits)
+        offered = {"labels": self._loss_fn_labels(labels, logits), "logits": logits, "features": features,
+                   "loss_reduction": self._loss_reduction}
+        loss = tf.convert_to_tensor(self._loss_fn(**_accepted(self._loss_fn, offered)))
+        if loss.shape.rank == 1:
+            loss = tf.expand_dims(loss, -1)
+        return tf.cast(loss, tf.float32)
+
+    def _loss_fn_labels(self, labels, logits):
+        """The labels a custom `loss_fn` gets (the head's prepared labels; heads change the dtype where 2.15 did)."""
+        del logits
+        return labels
 
     def create_estimator_spec(
         self,
@@ -137,14 +205,14 @@ class Head(abc.ABC):
             A validated `EstimatorSpec`.
         """
         logits = self._check_logits(logits)
-        predictions = self.predictions(logits)
+        predictions = self._predictions(logits)
         if mode == ModeKeys.PREDICT:
             return EstimatorSpec(mode, predictions=predictions, export_outputs=self.export_outputs(predictions))
         if labels is None:
             raise HeadError(f"Head: mode {mode!r} needs labels, but input_fn returned none. "
                             "Return (features, labels) from input_fn for train and evaluate.")
         labels = self._labels(labels, logits)
-        unweighted = self._unweighted_loss(labels, logits)
+        unweighted = self._per_example_loss(labels, logits, features)
         weights = self._weights(features, unweighted)
         loss = self._training_loss(unweighted, weights, regularization_losses)
         if mode == ModeKeys.EVAL:
@@ -165,6 +233,9 @@ class Head(abc.ABC):
 
     def _key(self, metric: str) -> str:
         return f"{metric}/{self._name}" if self._name else metric
+
+    def _unkey(self, key: str) -> str:
+        return key.removesuffix(f"/{self._name}") if self._name else key
 
     def _check_logits(self, logits) -> tf.Tensor:
         logits = tf.convert_to_tensor(logits)
@@ -200,6 +271,23 @@ class Head(abc.ABC):
         if regularization_losses:
             loss = loss + tf.add_n(list(regularization_losses))
         return loss
+
+
+class ConcreteHead(Head, abc.ABC):
+    """The base of the heads users construct: 2.15's concrete heads took no `mode` in `update_metrics`."""
+
+    def update_metrics(self, eval_metrics, features, logits, labels, regularization_losses=None):
+        """Updates `eval_metrics` (from `metrics()`) with one batch; returns it."""
+        return super().update_metrics(eval_metrics, features, logits, labels,
+                                      regularization_losses=regularization_losses)
+
+
+def _accepted(fn: Callable, offered: dict) -> dict:
+    """The arguments of `offered` that `fn` names (all of them when it takes **kwargs)."""
+    parameters = inspect.signature(fn).parameters
+    if any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+        return offered
+    return {name: value for name, value in offered.items() if name in parameters}
 
 
 def _weight_key(weight_column) -> str | None:

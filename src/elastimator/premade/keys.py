@@ -34,6 +34,8 @@ class MetricKeys:
     AUC_PR = "auc_precision_recall"
     LABEL_MEAN = "label/mean"
     PREDICTION_MEAN = "prediction/mean"
+    PROBABILITY_MEAN = "probability_mean"
+    """A multi-label head's mean probability of one class, keyed `probability_mean/class<k>`."""
 
 
 class SignatureKeys:

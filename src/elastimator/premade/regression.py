@@ -8,18 +8,19 @@ import tensorflow as tf
 
 from elastimator.errors import ConfigError, HeadError
 from elastimator.export.outputs import PredictOutput, RegressionOutput
-from elastimator.premade.head import Head
+from elastimator.premade import head_metrics
+from elastimator.premade.head import ConcreteHead
 from elastimator.premade.keys import MetricKeys, PredictionKeys, SignatureKeys
 
 P = PredictionKeys
 
 
-class RegressionHead(Head):
+class RegressionHead(ConcreteHead):
     """Mean squared error regression.
 
     Args:
         label_dimension: Number of regression targets per example.
-        weight_column, loss_reduction, name: See `Head`.
+        weight_column, loss_reduction, loss_fn, name: See `Head` (`loss_fn` gets float labels).
         inverse_link_fn: Maps logits to predictions (e.g. `tf.exp` for a log-link); the loss
             compares labels with the predictions. Identity by default.
 
@@ -29,10 +30,11 @@ class RegressionHead(Head):
     """
 
     def __init__(self, label_dimension: int = 1, weight_column=None, loss_reduction: str = "sum_over_batch_size",
-                 inverse_link_fn: Callable[[tf.Tensor], tf.Tensor] | None = None, name: str | None = None):
+                 loss_fn=None, inverse_link_fn: Callable[[tf.Tensor], tf.Tensor] | None = None,
+                 name: str | None = None):
         if not isinstance(label_dimension, int) or label_dimension < 1:
             raise ConfigError(f"RegressionHead: label_dimension must be an int >= 1; got {label_dimension!r}.")
-        super().__init__(weight_column=weight_column, loss_reduction=loss_reduction, name=name)
+        super().__init__(weight_column=weight_column, loss_reduction=loss_reduction, loss_fn=loss_fn, name=name)
         self._label_dimension = label_dimension
         self._inverse_link_fn = inverse_link_fn
 
@@ -41,6 +43,10 @@ class RegressionHead(Head):
         return self._label_dimension
 
     def predictions(self, logits):
+        """The predictions for `logits` [batch, label_dimension] (2.15's RegressionHead took no `keys`)."""
+        return super().predictions(logits)
+
+    def _predictions(self, logits):
         if self._inverse_link_fn is None:
             return {P.PREDICTIONS: logits}
         return {P.PREDICTIONS: self._inverse_link_fn(logits), P.LOGITS: logits}
@@ -70,6 +76,14 @@ class RegressionHead(Head):
             MetricKeys.PREDICTION_MEAN: tf.compat.v1.metrics.mean(
                 predictions[P.PREDICTIONS], weights=weights, name="prediction_mean"),
         }
+
+    def _keras_metrics(self):
+        return {key: head_metrics.mean(key) for key in (MetricKeys.LABEL_MEAN, MetricKeys.PREDICTION_MEAN)}
+
+    def _update_keras_metrics(self, metrics, labels, predictions, weights):
+        weights = None if weights is None else weights * tf.ones_like(labels)
+        metrics[MetricKeys.LABEL_MEAN].update_state(labels, sample_weight=weights)
+        metrics[MetricKeys.PREDICTION_MEAN].update_state(predictions[P.PREDICTIONS], sample_weight=weights)
 
     def export_outputs(self, predictions):
         predict = PredictOutput(predictions)
