@@ -147,6 +147,19 @@ def test_a_normal_end_reads_as_one(tmp_path):
     assert len(origins) == len(set(origins)), origins
 
 
+def test_a_job_without_an_evaluator_exports_from_the_chief(tmp_path):
+    """DLRover's ElasticJobs have parameter servers and workers only; their trainer still exported the model."""
+    cli = os.path.join(os.path.dirname(sys.executable), "elastimator")
+    model_dir = tmp_path / "model"
+    result = subprocess.run([cli, "launch", CONF, "--ps", "1", "--workers", "1", "--model-dir", str(model_dir),
+                             "--max-steps", "300"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert f"export (best)            {model_dir}/export/best/" in result.stdout, result.stdout[-3000:]
+    (stamp,) = os.listdir(model_dir / "export" / "best")
+    assert (model_dir / "export" / "best" / stamp / "saved_model.pb").exists()
+    assert "auc" in read_events(str(model_dir / "eval")), "the chief's final evaluation wrote no eval events"
+
+
 @pytest.mark.parametrize("sigint_ignored", [False, True], ids=["ctrl-c", "sigint-ignored-by-the-shell"])
 def test_ctrl_c_ends_every_process(tmp_path, sigint_ignored):
     """SIGINT to the launcher alone (not its process group) stops every process, even when the shell that

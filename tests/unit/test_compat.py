@@ -2,6 +2,8 @@
 
 import sys
 
+import numpy as np
+
 import pytest
 import tensorflow as tf
 
@@ -85,3 +87,32 @@ def test_v1_canned_estimators_sum_losses_and_keras_estimator_resolves(installed,
     assert v2.head.loss_reduction == reduction.SUM_OVER_BATCH_SIZE
     assert tf.keras.estimator.model_to_estimator is elastimator.keras.model_to_estimator
     assert tf.estimator.LinearEstimator is elastimator.LinearEstimator
+
+
+def _partitions(estimator) -> list[str]:
+    """The partitioned model variables in the graph of the estimator's newest checkpoint."""
+    with tf.Graph().as_default():
+        tf.compat.v1.train.import_meta_graph(estimator.latest_checkpoint() + ".meta")
+        return sorted(v.name for v in tf.compat.v1.global_variables()
+                      if "/part_" in v.name and not any(slot in v.name for slot in ("Adagrad", "Ftrl")))
+
+
+def test_v1_partitioners_split_the_input_variables_as_2_15_did(installed, tmp_path):
+    ids = tf.feature_column.categorical_column_with_identity("id", 40)
+    x = np.arange(32, dtype=np.int64).reshape(-1, 1)
+
+    def input_fn():
+        return tf.data.Dataset.from_tensor_slices(({"id": x}, x % 2)).batch(8)
+
+    three = tf.compat.v1.fixed_size_partitioner(3)
+    linear = tf.compat.v1.estimator.LinearClassifier(
+        [ids], str(tmp_path / "linear"), 2, None, None, "Ftrl", None, three)  # positionally, as v1 programs may
+    dnn = tf.compat.v1.estimator.DNNClassifier([4], [tf.feature_column.embedding_column(ids, 4)],
+                                               model_dir=str(tmp_path / "dnn"), input_layer_partitioner=three)
+    for estimator in (linear, dnn):
+        estimator.train(input_fn, steps=2)
+    # What tf.estimator 2.15 made of the same programs (its graphs, read the same way).
+    assert _partitions(linear) == ["linear/linear_model/bias_weights/part_0:0"] + [
+        f"linear/linear_model/id/weights/part_{i}:0" for i in range(3)]
+    assert _partitions(dnn) == [
+        f"dnn/input_from_feature_columns/input_layer/id_embedding/embedding_weights/part_{i}:0" for i in range(3)]

@@ -26,6 +26,7 @@ import re
 import secrets
 from typing import Any
 
+from elastimator.cluster.plan import EVALUATOR_ENV
 from elastimator.errors import ClusterError
 
 GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
@@ -92,6 +93,7 @@ def _pod_template(spec: TFJobSpec, role: str) -> dict[str, Any]:
         {"name": "ELASTIMATOR_WORKER_SLOTS",
          "value": json.dumps([spec.service_address("worker", i) for i in range(spec.worker_slots)])},
         {"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"},
+        {"name": EVALUATOR_ENV, "value": str(int(spec.evaluator))},
     ]
     ports = [{"name": "tfjob-port", "containerPort": TF_PORT}]
     if role == "chief":

@@ -34,7 +34,7 @@ import time
 from typing import Callable, TextIO
 
 from elastimator.cluster import autoscale, supervision
-from elastimator.cluster.plan import ClusterPlan, Task, reachable
+from elastimator.cluster.plan import EVALUATOR_ENV, ClusterPlan, Task, reachable
 from elastimator.cluster.private_network import private_network
 from elastimator.errors import ClusterError
 from elastimator.job import progress_file
@@ -329,7 +329,7 @@ class Launcher:
                     ELASTIMATOR_TRACEBACKS="1", ELASTIMATOR_SHARD_SERVICE=self.plan.shard_service,
                     ELASTIMATOR_JOB_TOKEN=self.plan.token,
                     ELASTIMATOR_WORKER_TIMEOUT_SECS=str(self.spec.worker_timeout_secs),
-                    **{progress_file.ENV: self._progress_path(task.name)})
+                    **{progress_file.ENV: self._progress_path(task.name), EVALUATOR_ENV: str(int(self.spec.evaluator))})
 
     def _start(self, task: Task, restart: int) -> None:
         with contextlib.suppress(FileNotFoundError):

@@ -17,6 +17,10 @@ from typing import Any
 from elastimator.errors import ClusterError
 
 ROLES = ("ps", "chief", "worker", "evaluator")
+EVALUATOR_ENV = "ELASTIMATOR_EVALUATOR"
+"""Set by whoever starts a job's tasks (the launcher, a Kubernetes manifest) to "1" when the job has an
+evaluator task and "0" when it has none; TF_CONFIG cannot say. Without an evaluator the chief evaluates and
+exports once training ends, as `elastimator run` does."""
 
 
 def reachable(address: str, timeout_secs: float = 1.0) -> bool:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import logging
+import os
 from typing import Any, Mapping, Sequence
 
 import tensorflow as tf
 
+from elastimator.cluster.plan import EVALUATOR_ENV
 from elastimator.data.dataset import DataSetInput, serving_input_receiver_fn
 from elastimator.elastic.feed import ServiceConfig, ShardFeed, ShardReportHook, ShardRestoreHook, ShardSealListener
 from elastimator.elastic.client import ShardClient
@@ -30,6 +32,7 @@ from elastimator.job.conf import ExporterConf, JobConf
 from elastimator.job.progress import ProgressHook, progress_file_hook
 from elastimator.training.exporters import Exporter
 from elastimator.training.policies import EveryNSeconds, EveryNSteps
+from elastimator.training import eval_rounds
 from elastimator.training.specs import EvalSpec, TrainSpec
 from elastimator.training.train_and_evaluate import train_and_evaluate, train_only
 
@@ -158,6 +161,18 @@ def _elastic(conf: JobConf, config: RunConfig, service: ServiceConfig) -> _Elast
     return _Elastic(feed, hooks, listeners, server)
 
 
+def _chief_evaluates_at_the_end(config: RunConfig) -> bool:
+    """Whether this process is the chief of a cluster without an evaluator task, which evaluates and exports the
+    final model itself (DLRover's trainer did; tf.estimator's chief left both to an evaluator)."""
+    if not (config.cluster.is_distributed and config.is_chief):
+        return False
+    evaluator = os.environ.get(EVALUATOR_ENV)
+    if evaluator is None:
+        logger.info("The evaluator task evaluates and exports this job's model. If the job has none, set %s=0 so "
+                    "that the chief does both once training ends.", EVALUATOR_ENV)
+    return evaluator == "0"
+
+
 def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: bool = True,
             extra_hooks: Sequence = ()) -> JobResult:
     """Runs this process's part of the job described by `conf`.
@@ -195,12 +210,14 @@ def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: b
             if conf.eval_every_steps:
                 policy = EveryNSteps(conf.eval_every_steps) if not conf.eval_throttle_secs else \
                     EveryNSteps(conf.eval_every_steps) | policy
-            metrics, exports = train_and_evaluate(
-                estimator,
-                train_spec,
-                EvalSpec(evaluation, steps=conf.eval_steps, exporters=[exporter], policy=policy,
-                         start_delay_secs=conf.eval_start_delay_secs, throttle_secs=conf.eval_throttle_secs),
-            )
+            eval_spec = EvalSpec(evaluation, steps=conf.eval_steps, exporters=[exporter], policy=policy,
+                                 start_delay_secs=conf.eval_start_delay_secs, throttle_secs=conf.eval_throttle_secs)
+            metrics, exports = train_and_evaluate(estimator, train_spec, eval_spec)
+            if _chief_evaluates_at_the_end(config):
+                # From the final checkpoint, on this machine alone: the parameter servers are done.
+                local = build_estimator(conf, config.replace(tf_config={}))
+                final = eval_rounds.evaluation_round(local, eval_spec, local.latest_checkpoint(), final=True)
+                metrics, exports = final.metrics, final.export_results
     except tf.errors.OpError as error:
         _raise_input_failure(inputs, error)
     finally:
