@@ -23,6 +23,7 @@ from elastimator.errors import (
     ConfError,
     ConfigError,
     ElastimatorError,
+    ExportError,
     HeadError,
     InputFnError,
     ModelFnError,
@@ -32,7 +33,7 @@ from elastimator.errors import (
 )
 
 USAGE_ERRORS = (ConfError, ConfigError)
-REPEATING_ERRORS = (ReaderError, ModelFnError, InputFnError, HeadError)
+REPEATING_ERRORS = (ReaderError, ModelFnError, InputFnError, HeadError, ExportError)
 """Failures that a restarted process would meet again, with NanLossError (see `_repeats`)."""
 
 
@@ -358,7 +359,8 @@ def main(argv=None) -> int:
     except USAGE_ERRORS as e:
         return _fail(f"error: {e}", USAGE_EXIT)
     except ElastimatorError as e:
-        return _fail(f"error: {e}", REPEATING_EXIT if _repeats(e) and args.command == "run" else 1)
+        where = _where(e.__cause__) if e.__cause__ is not None else ""  # the user's line that raised, if any
+        return _fail(f"error: {e}{where}", REPEATING_EXIT if _repeats(e) and args.command == "run" else 1)
     except KeyboardInterrupt:
         return _fail("interrupted", 130)
     except Exception as e:  # pylint: disable=broad-except

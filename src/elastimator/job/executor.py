@@ -22,7 +22,7 @@ from elastimator.elastic.feed import ServiceConfig, ShardFeed, ShardReportHook, 
 from elastimator.elastic.client import ShardClient
 from elastimator.elastic.service import ShardServer, serve
 from elastimator.elastic.shards import ShardingSpec
-from elastimator.errors import ConfError
+from elastimator.errors import ConfError, ExportError
 from elastimator.estimator import checkpoints
 from elastimator.estimator.estimator import Estimator
 from elastimator.estimator.run_config import RunConfig, TaskType
@@ -173,6 +173,22 @@ def _chief_evaluates_at_the_end(config: RunConfig) -> bool:
     return evaluator == "0"
 
 
+def _final_round(conf: JobConf, config: RunConfig, eval_spec: EvalSpec) -> tuple[dict, list]:
+    """The chief's evaluation and export of the final checkpoint, on this machine alone (the parameter servers
+    are done). A failure here would repeat on a restart, so it is an ExportError that ends the job."""
+    local = build_estimator(conf, config.replace(tf_config={}))
+    checkpoint = local.latest_checkpoint()
+    try:
+        final = eval_rounds.evaluation_round(local, eval_spec, checkpoint, final=True)
+    except Exception as error:  # pylint: disable=broad-except  # any failure of the user's code, named below
+        raise ExportError(
+            f"training finished and its final checkpoint {checkpoint} is kept, but evaluating and exporting it "
+            f"failed: {type(error).__name__}: {str(error).rstrip('.')}. Fix the cause, then run `elastimator export CONF --model-dir "
+            f"{config.model_dir}`, or launch again (training resumes at its end)."
+        ) from error
+    return final.metrics, final.export_results
+
+
 def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: bool = True,
             extra_hooks: Sequence = ()) -> JobResult:
     """Runs this process's part of the job described by `conf`.
@@ -215,9 +231,7 @@ def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: b
             metrics, exports = train_and_evaluate(estimator, train_spec, eval_spec)
             if _chief_evaluates_at_the_end(config):
                 # From the final checkpoint, on this machine alone: the parameter servers are done.
-                local = build_estimator(conf, config.replace(tf_config={}))
-                final = eval_rounds.evaluation_round(local, eval_spec, local.latest_checkpoint(), final=True)
-                metrics, exports = final.metrics, final.export_results
+                metrics, exports = _final_round(conf, config, eval_spec)
     except tf.errors.OpError as error:
         _raise_input_failure(inputs, error)
     finally:
