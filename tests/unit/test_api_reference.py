@@ -125,3 +125,16 @@ def test_the_comparison_catches_a_shifted_positional_parameter():
     assert "2.15 took (head, model_dir=None, config=None)" in signature_problem(reference, shifted)
     assert "must be keyword-only" in signature_problem(reference, appended)
     assert signature_problem(reference, keyword_only) is None
+
+
+def test_positional_calls_bind_as_in_2_15(tmp_path):
+    import elastimator as est  # pylint: disable=import-outside-toplevel
+
+    assert est.RunConfig(str(tmp_path), 7).tf_random_seed == 7
+    settings = est.WarmStartSettings(str(tmp_path), "dense.*")
+    assert settings.vars_to_warm_start == "dense.*" and settings._asdict()["var_name_to_vocab_info"] == {}
+    head = est.BinaryClassHead("weight", [0.3], None, "sum", None, "ctr")
+    assert head.name == "ctr" and head.loss_reduction == "weighted_sum"
+    spec = est.EvalSpec(lambda: None, 5, "holdout")
+    assert (spec.steps, spec.name, spec.hooks, spec.exporters) == (5, "holdout", (), ())
+    assert isinstance(spec, tuple) and est.TrainSpec(lambda: None, 10)._replace(max_steps=20).max_steps == 20

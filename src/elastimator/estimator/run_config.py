@@ -52,8 +52,9 @@ class RunConfig:
     """How an Estimator runs: checkpoints, summaries, sessions and cluster role.
 
     Every field of tf.estimator 2.15's `RunConfig` is accepted in the same
-    order with the same default; elastimator's own fields are keyword-only. Cluster fields (`task_type`, `is_chief`, ...) are read from
-    `TF_CONFIG`, or from `tf_config` when given.
+    order with the same default; elastimator's own fields are keyword-only.
+    Cluster fields (`task_type`, `is_chief`, ...) are read from `TF_CONFIG`, or
+    from `tf_config` when given.
 
     Example:
         >>> config = RunConfig(save_checkpoints_steps=500, keep_checkpoint_max=3)

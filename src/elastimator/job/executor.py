@@ -183,8 +183,8 @@ def _final_round(conf: JobConf, config: RunConfig, eval_spec: EvalSpec) -> tuple
     except Exception as error:  # pylint: disable=broad-except  # any failure of the user's code, named below
         raise ExportError(
             f"training finished and its final checkpoint {checkpoint} is kept, but evaluating and exporting it "
-            f"failed: {type(error).__name__}: {str(error).rstrip('.')}. Fix the cause, then run `elastimator export CONF --model-dir "
-            f"{config.model_dir}`, or launch again (training resumes at its end)."
+            f"failed: {type(error).__name__}: {str(error).rstrip('.')}. Fix the cause, then run `elastimator "
+            f"export CONF --model-dir {config.model_dir}`, or launch again (training resumes at its end)."
         ) from error
     return final.metrics, final.export_results
 

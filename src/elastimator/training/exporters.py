@@ -139,7 +139,8 @@ def _loss_smaller(best_eval_result: Mapping, current_eval_result: Mapping) -> bo
     """The default BestExporter comparison: lower "loss" is better."""
     for which, result in (("best_eval_result", best_eval_result), ("current_eval_result", current_eval_result)):
         if "loss" not in result:
-            raise ConfigError(f"BestExporter compare_fn (lower loss is better): {which} has no 'loss' key (keys: {sorted(result)}).")
+            raise ConfigError(f"BestExporter compare_fn (lower loss is better): {which} has no 'loss' key "
+                              f"(keys: {sorted(result)}).")
     return current_eval_result["loss"] < best_eval_result["loss"]
 
 
