@@ -131,3 +131,17 @@ def test_prediction_keys_dtypes_shapes_and_the_heads_metrics_are_2_15s(tmp_path)
         assert ours["metric_values"] == pytest.approx(expected["metric_values"], rel=1e-4, abs=1e-6), name
         # The binary head's accuracy_baseline is a Mean whose result is max(mean, 1 - mean): its own type here.
         assert set(ours["metric_types"]) - {"BaselineAccuracy"} == set(expected["metric_types"]), name
+
+
+REFUSED_ON_PURPOSE = {"spec_unknown_mode": "EstimatorSpec('training', ...): 2.15 accepted a mode that is none of "
+                                           "ModeKeys' and failed later, if at all"}
+
+
+def test_mistakes_raise_what_a_2_15_program_catches(tmp_path):
+    got, reference = _run("error_types", tmp_path), REFERENCE["error_types"]
+    assert sorted(got) == sorted(reference)
+    for case, caught_as in reference.items():
+        if caught_as is None:  # 2.15 raised nothing: neither may elastimator, unless the input is really wrong
+            assert got[case] is None or case in REFUSED_ON_PURPOSE, (case, got[case])
+        else:
+            assert got[case] is not None and set(caught_as) <= set(got[case]), (case, caught_as, got[case])

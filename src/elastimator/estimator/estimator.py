@@ -237,7 +237,7 @@ class Estimator:
             return tf.train.load_variable(checkpoint, name)
         except (tf.errors.NotFoundError, ValueError):
             names = [n for n, _ in tf.train.list_variables(checkpoint)]
-            raise CheckpointError(
+            raise VariableNotFoundError(
                 f"Variable {name!r} is not in checkpoint {checkpoint}. It has: {names[:20]}"
                 f"{' ...' if len(names) > 20 else ''}."
             ) from None
@@ -247,6 +247,14 @@ class Estimator:
         if checkpoint is None:
             raise CheckpointError(f"No checkpoint in model_dir {self._model_dir!r}; train the estimator first.")
         return checkpoint
+
+
+class VariableNotFoundError(CheckpointError, tf.errors.NotFoundError):
+    """`get_variable_value` of a name the checkpoint lacks: a CheckpointError, and the `tf.errors.NotFoundError`
+    tf.estimator 2.15 raised there."""
+
+    def __init__(self, message: str):
+        tf.errors.NotFoundError.__init__(self, None, None, message)
 
 
 def _resolve_model_dir(model_dir: str | None, config: RunConfig) -> str:

@@ -19,8 +19,8 @@ SINGLE_LABEL_KEY = "label"
 def _as_tensor_dict(value, what: str, single_key: str) -> dict[str, Any]:
     if isinstance(value, _TENSOR_TYPES):
         return {single_key: value}
-    if not isinstance(value, Mapping) or not value:
-        raise ExportError(f"{what} must be a tensor or a non-empty dict of tensors; got {value!r}.")
+    if not isinstance(value, Mapping):
+        raise ExportError(f"{what} must be a tensor or a dict of tensors; got {value!r}.")
     for key, tensor in value.items():
         if not isinstance(key, str):
             raise ExportError(f"{what} keys must be strings; got {key!r}.")
