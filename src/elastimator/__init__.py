@@ -45,7 +45,8 @@ _PUBLIC_BY_MODULE = {
         "BaselineClassifier", "BaselineEstimator", "BaselineRegressor", "BinaryClassHead", "DeepFMClassifier",
         "DNNClassifier", "DNNEstimator", "DNNLinearCombinedClassifier", "DNNLinearCombinedEstimator",
         "DNNLinearCombinedRegressor", "DNNRegressor", "Head", "LinearClassifier", "LinearEstimator",
-        "LinearRegressor", "MultiClassHead", "MultiLabelHead", "RegressionHead",
+        "LinearRegressor", "LogisticRegressionHead", "MultiClassHead", "MultiLabelHead", "PoissonRegressionHead",
+        "RegressionHead",
     ),
     "elastimator.training.early_stopping": (
         "make_early_stopping_hook", "stop_if_higher_hook", "stop_if_lower_hook", "stop_if_no_decrease_hook",

@@ -24,8 +24,7 @@ ANY_CALL = [["args", "VAR_POSITIONAL", None], ["kwargs", "VAR_KEYWORD", None]]
 NOT_YET_SERVED = {
     # The rest of tf.estimator 2.15 (its own issue): TPUEstimator, MultiHead, the count/probability heads,
     # RNN, KMeans, SDCA and the experimental helpers.
-    *(f"tf.estimator.{n}" for n in ("LogisticRegressionHead", "MultiHead", "PoissonRegressionHead")),
-    *(f"tf.compat.v1.estimator.{n}" for n in ("LogisticRegressionHead", "MultiHead", "PoissonRegressionHead")),
+    "tf.estimator.MultiHead", "tf.compat.v1.estimator.MultiHead",
     *(f"tf.estimator.experimental.{n}" for n in (
         "InMemoryEvaluatorHook", "LinearSDCA", "RNNClassifier", "RNNEstimator",
         "build_raw_supervised_input_receiver_fn", "call_logit_fn", "make_stop_at_checkpoint_step_hook")),

@@ -16,7 +16,7 @@ from elastimator.premade.head import Head
 from elastimator.premade.keys import MetricKeys, PredictionKeys, SignatureKeys
 from elastimator.premade.linear import LinearClassifier, LinearEstimator, LinearRegressor
 from elastimator.premade.optimizers import get_optimizer_instance
-from elastimator.premade.regression import RegressionHead
+from elastimator.premade.regression import LogisticRegressionHead, PoissonRegressionHead, RegressionHead
 from elastimator.premade.wide_deep import (
     DNNLinearCombinedClassifier,
     DNNLinearCombinedEstimator,
@@ -40,9 +40,11 @@ __all__ = [
     "LinearClassifier",
     "LinearEstimator",
     "LinearRegressor",
+    "LogisticRegressionHead",
     "MetricKeys",
     "MultiClassHead",
     "MultiLabelHead",
+    "PoissonRegressionHead",
     "PredictionKeys",
     "RegressionHead",
     "SignatureKeys",

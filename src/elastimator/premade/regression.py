@@ -92,3 +92,49 @@ class RegressionHead(ConcreteHead):
         regress = RegressionOutput(value=predictions[P.PREDICTIONS])
         return {SignatureKeys.SERVING_DEFAULT: regress, SignatureKeys.REGRESS: regress,
                 SignatureKeys.PREDICT: predict}
+
+
+class PoissonRegressionHead(RegressionHead):
+    """Poisson regression of counts: the logits are log-rates, the predictions `exp(logits)`, the loss
+    `tf.nn.log_poisson_loss` (a generalized linear model with the log link).
+
+    Args:
+        label_dimension, weight_column, loss_reduction, name: As for `RegressionHead`.
+        compute_full_loss: Include the constant Stirling term of log(labels!) in the loss (see
+            `tf.nn.log_poisson_loss`); it changes the loss's value, not its gradients.
+
+    Predictions: `predictions` (the rates) and `logits`. Metrics as `RegressionHead`'s.
+    """
+
+    def __init__(self, label_dimension: int = 1, weight_column=None, loss_reduction: str = "sum_over_batch_size",
+                 compute_full_loss: bool = True, name: str | None = None):
+        self._compute_full_loss = bool(compute_full_loss)
+        super().__init__(label_dimension, weight_column, loss_reduction, None, tf.math.exp, name)
+
+    def _unweighted_loss(self, labels, logits):
+        return tf.nn.log_poisson_loss(targets=labels, log_input=logits, compute_full_loss=self._compute_full_loss)
+
+
+class LogisticRegressionHead(RegressionHead):
+    """Regression of a probability in [0, 1] (the logistic link): sigmoid cross-entropy like `BinaryClassHead`,
+    but with float labels, only `logits` and `predictions` (= sigmoid(logits)) predicted, the regression metrics,
+    and a regression signature by default.
+
+    Args:
+        weight_column, loss_reduction, name: As for `RegressionHead`.
+    """
+
+    def __init__(self, weight_column=None, loss_reduction: str = "sum_over_batch_size", name: str | None = None):
+        super().__init__(1, weight_column, loss_reduction, None, tf.math.sigmoid, name)
+
+    def _labels(self, labels, logits):
+        labels = super()._labels(labels, logits)
+        checks = [tf.debugging.assert_greater_equal(labels, 0.0, message="LogisticRegressionHead: labels must be "
+                                                    "in [0, 1]; got one below 0"),
+                  tf.debugging.assert_less_equal(labels, 1.0, message="LogisticRegressionHead: labels must be in "
+                                                 "[0, 1]; got one above 1")]
+        with tf.control_dependencies(checks):
+            return tf.identity(labels)
+
+    def _unweighted_loss(self, labels, logits):
+        return tf.nn.sigmoid_cross_entropy_with_logits(labels=labels, logits=logits)

@@ -14,6 +14,7 @@ BINARY = (SCORE > 0).astype("int64").reshape(-1, 1)
 MULTI = np.digitize(SCORE, [-0.5, 0.5]).astype("int64").reshape(-1, 1)
 MULTI_HOT = np.stack([SCORE > 0, X[:, 0] > 0, X[:, 1] < 0], axis=1).astype("int64")
 REGRESSION = SCORE.reshape(-1, 1)
+COUNTS = np.round(np.abs(REGRESSION) * 3).astype("float32")
 COLUMNS = [tf.feature_column.numeric_column("x", shape=[3])]
 
 
@@ -41,18 +42,24 @@ def canned(model_dir):
         "BaselineClassifier": (tf.estimator.BaselineClassifier(model_dir=f"{model_dir}/f"), BINARY),
         "v1.DNNClassifier/binary": (v1.DNNClassifier([4], COLUMNS, model_dir=f"{model_dir}/g"), BINARY),
         "v1.LinearClassifier/multi": (v1.LinearClassifier(COLUMNS, n_classes=3, model_dir=f"{model_dir}/h"), MULTI),
+        "DNNEstimator/poisson": (tf.estimator.DNNEstimator(
+            tf.estimator.PoissonRegressionHead(), [4], COLUMNS, model_dir=f"{model_dir}/j"), COUNTS),
+        "LinearEstimator/logistic": (tf.estimator.LinearEstimator(
+            tf.estimator.LogisticRegressionHead(), COLUMNS, model_dir=f"{model_dir}/k"), BINARY.astype("float32")),
         "DNNLinearCombinedRegressor/inverse_link": (tf.estimator.DNNLinearCombinedEstimator(
             tf.estimator.RegressionHead(inverse_link_fn=tf.math.exp), linear_feature_columns=COLUMNS,
             dnn_feature_columns=COLUMNS, dnn_hidden_units=[4], model_dir=f"{model_dir}/i"), REGRESSION),
     }
 
 
-HEADS = {
-    "binary": (lambda: tf.estimator.BinaryClassHead(thresholds=[0.3]), BINARY, 1),
+HEADS = {  # name: (head, labels, logits dimension); "class" in the name: it takes predictions(keys=)
+    "binary_class": (lambda: tf.estimator.BinaryClassHead(thresholds=[0.3]), BINARY, 1),
     "multi_class": (lambda: tf.estimator.MultiClassHead(3), MULTI, 3),
-    "multi_label": (lambda: tf.estimator.MultiLabelHead(3, thresholds=[0.3], classes_for_class_based_metrics=[1]),
+    "multi_label_class": (lambda: tf.estimator.MultiLabelHead(3, thresholds=[0.3], classes_for_class_based_metrics=[1]),
                     MULTI_HOT, 3),
     "regression": (lambda: tf.estimator.RegressionHead(), REGRESSION, 1),
+    "poisson": (lambda: tf.estimator.PoissonRegressionHead(), COUNTS, 1),
+    "logistic": (lambda: tf.estimator.LogisticRegressionHead(), BINARY.astype("float32"), 1),
 }
 
 
@@ -67,7 +74,7 @@ def head_api(result):
             updated = head.update_metrics(metrics, {"x": tf.constant(X[:16])}, logits, tf.constant(labels[:16]),
                                           regularization_losses=[tf.constant(0.5)])
             keys = sorted(head.predictions(logits))
-            chosen = sorted(head.predictions(logits, keys=keys[:1])) if name != "regression" else keys
+            chosen = sorted(head.predictions(logits, keys=keys[:1])) if "class" in name else keys
             loss = head.loss(tf.constant(labels[:16]), logits, features={"x": tf.constant(X[:16])})
             results = {key: metric.result() for key, metric in updated.items()}
             variables = [v for metric in updated.values() for v in metric.variables]
