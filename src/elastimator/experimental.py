@@ -1,5 +1,8 @@
-"""`elastimator.experimental`: the names tf.estimator kept under `tf.estimator.experimental`."""
+"""`elastimator.experimental`: the names tf.estimator kept under `tf.estimator.experimental` (and, for the logit-fn
+builders, `tf.compat.v1.estimator.experimental`)."""
 
+from elastimator.export.receivers import build_raw_supervised_input_receiver_fn
+from elastimator.premade.logit_fns import call_logit_fn, dnn_logit_fn_builder, linear_logit_fn_builder
 from elastimator.training.early_stopping import (
     make_early_stopping_hook,
     stop_if_higher_hook,
@@ -7,9 +10,17 @@ from elastimator.training.early_stopping import (
     stop_if_no_decrease_hook,
     stop_if_no_increase_hook,
 )
+from elastimator.training.in_memory_evaluator import InMemoryEvaluatorHook
+from elastimator.training.stop_at_checkpoint import make_stop_at_checkpoint_step_hook
 
 __all__ = [
+    "InMemoryEvaluatorHook",
+    "build_raw_supervised_input_receiver_fn",
+    "call_logit_fn",
+    "dnn_logit_fn_builder",
+    "linear_logit_fn_builder",
     "make_early_stopping_hook",
+    "make_stop_at_checkpoint_step_hook",
     "stop_if_higher_hook",
     "stop_if_lower_hook",
     "stop_if_no_decrease_hook",
