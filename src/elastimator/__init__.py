@@ -45,7 +45,8 @@ _PUBLIC_BY_MODULE = {
         "BaselineClassifier", "BaselineEstimator", "BaselineRegressor", "BinaryClassHead", "DeepFMClassifier",
         "DNNClassifier", "DNNEstimator", "DNNLinearCombinedClassifier", "DNNLinearCombinedEstimator",
         "DNNLinearCombinedRegressor", "DNNRegressor", "Head", "LinearClassifier", "LinearEstimator",
-        "LinearRegressor", "LogisticRegressionHead", "MultiClassHead", "MultiLabelHead", "PoissonRegressionHead",
+        "LinearRegressor", "LogisticRegressionHead", "MultiClassHead", "MultiHead", "MultiLabelHead",
+        "PoissonRegressionHead",
         "RegressionHead",
     ),
     "elastimator.training.early_stopping": (

@@ -145,3 +145,21 @@ def test_mistakes_raise_what_a_2_15_program_catches(tmp_path):
             assert got[case] is None or case in REFUSED_ON_PURPOSE, (case, got[case])
         else:
             assert got[case] is not None and set(caught_as) <= set(got[case]), (case, caught_as, got[case])
+
+
+def test_a_multi_task_model_with_multi_head_as_in_2_15(tmp_path):
+    got, reference = _run("multi_head", tmp_path), REFERENCE["multi_head"]
+    assert sorted(got["metrics"]) == sorted(reference["metrics"])
+    for key in ("accuracy/topic", "accuracy/click", "auc/click"):  # 2.15's TF2 DNN with Adam trained slower
+        assert got["metrics"][key] >= reference["metrics"][key] - 0.05, key
+    assert got["predictions"] == reference["predictions"]  # keys (head, key), dtypes and shapes
+    # 2.15 left a classification or regression signature out where the serving input is not serialized
+    # tf.Examples; elastimator writes it as a predict signature with the same outputs (docs/migration.md).
+    for name, outputs in reference["signatures"].items():
+        assert got["signatures"][name] == outputs, name
+    assert got["signatures"]["serving_default"] == got["signatures"]["topic"] == ["classes", "scores"]
+    api, expected = got["head_api"], reference["head_api"]
+    assert (api["name"], api["logits_dimension"], api["metric_keys_before_update"]) == (
+        expected["name"], expected["logits_dimension"], expected["metric_keys_before_update"])
+    assert api["loss"] == pytest.approx(expected["loss"], rel=1e-5) == api["split_loss"]
+    assert api["metric_values"] == pytest.approx(expected["metric_values"], rel=1e-4, abs=1e-6)

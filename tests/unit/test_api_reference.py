@@ -22,8 +22,7 @@ ANY_CALL = [["args", "VAR_POSITIONAL", None], ["kwargs", "VAR_KEYWORD", None]]
 """An abstract class without an __init__ of its own (Head, Exporter, ExportOutput): any signature does."""
 
 NOT_YET_SERVED = {
-    # The rest of tf.estimator 2.15 (its own issue): TPUEstimator, MultiHead, RNN, KMeans and SDCA.
-    "tf.estimator.MultiHead", "tf.compat.v1.estimator.MultiHead",
+    # The rest of tf.estimator 2.15 (its own issue): TPUEstimator, RNN, KMeans and SDCA.
     *(f"tf.estimator.experimental.{n}" for n in ("LinearSDCA", "RNNClassifier", "RNNEstimator")),
     *(f"tf.compat.v1.estimator.experimental.{n}" for n in ("KMeans", "LinearSDCA")),
     "tf.compat.v1.estimator.tpu", "tf.compat.v1.estimator.tpu.experimental",
@@ -128,7 +127,7 @@ def test_positional_calls_bind_as_in_2_15(tmp_path):
     settings = est.WarmStartSettings(str(tmp_path), "dense.*")
     assert settings.vars_to_warm_start == "dense.*" and settings._asdict()["var_name_to_vocab_info"] == {}
     head = est.BinaryClassHead("weight", [0.3], None, "sum", None, "ctr")
-    assert head.name == "ctr" and head.loss_reduction == "weighted_sum"
+    assert head.name == "ctr" and head.loss_reduction == "sum"
     spec = est.EvalSpec(lambda: None, 5, "holdout")
     assert (spec.steps, spec.name, spec.hooks, spec.exporters) == (5, "holdout", (), ())
     assert isinstance(spec, tuple) and est.TrainSpec(lambda: None, 10)._replace(max_steps=20).max_steps == 20

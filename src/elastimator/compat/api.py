@@ -38,7 +38,7 @@ _ENGINE = ("BestExporter", "Estimator", "EstimatorSpec", "EvalSpec", "Exporter",
 _CANNED = ("BaselineClassifier", "BaselineEstimator", "BaselineRegressor", "BinaryClassHead", "DNNClassifier",
            "DNNEstimator", "DNNLinearCombinedClassifier", "DNNLinearCombinedEstimator", "DNNLinearCombinedRegressor",
            "DNNRegressor", "Head", "LinearClassifier", "LinearEstimator", "LinearRegressor", "MultiClassHead",
-           "MultiLabelHead", "RegressionHead", "PoissonRegressionHead", "LogisticRegressionHead")
+           "MultiHead", "MultiLabelHead", "RegressionHead", "PoissonRegressionHead", "LogisticRegressionHead")
 
 
 def _module(name: str, doc: str, **attributes) -> types.ModuleType:
@@ -103,6 +103,7 @@ def _private_table() -> dict[str, dict]:
         "head.binary_class_head": {"BinaryClassHead": premade.BinaryClassHead},
         "head.multi_class_head": {"MultiClassHead": premade.MultiClassHead},
         "head.multi_label_head": {"MultiLabelHead": premade.MultiLabelHead},
+        "head.multi_head": {"MultiHead": premade.MultiHead},
         "head.regression_head": {n: getattr(premade, n) for n in (
             "RegressionHead", "PoissonRegressionHead", "LogisticRegressionHead")},
     }

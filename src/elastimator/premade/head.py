@@ -43,7 +43,55 @@ def loss_reduction_of(value: str) -> str:
 
 
 class Head(abc.ABC):
-    """Base of the heads: the shared loss, weighting, metrics, train-op and EstimatorSpec logic.
+    """What every head offers (tf.estimator 2.15's `Head` interface): a model's logits in, its predictions,
+    loss, metrics and `EstimatorSpec` out. `ConcreteHead` implements it for one task, `MultiHead` merges
+    several; subclass `ConcreteHead` for a head of your own.
+    """
+
+    def __init__(self, *, name: str | None = None, loss_reduction: str = "sum_over_batch_size"):
+        self._name = name
+        self._reduction = loss_reduction_of(loss_reduction)  # the tf.compat.v1.losses reduction it means
+        self._loss_reduction = loss_reduction
+
+    @property
+    def name(self) -> str | None:
+        """The head's name: it suffixes the head's metric keys (`"accuracy/<name>"`)."""
+        return self._name
+
+    @property
+    def loss_reduction(self) -> str:
+        """The `loss_reduction` as given (`"sum_over_batch_size"` by default, as in 2.15)."""
+        return self._loss_reduction
+
+    @property
+    @abc.abstractmethod
+    def logits_dimension(self) -> int:
+        """Size of the last dimension of the logits this head expects."""
+
+    @abc.abstractmethod
+    def predictions(self, logits, keys=None) -> dict:
+        """The predictions for `logits`: all of them, or those named in `keys`."""
+
+    @abc.abstractmethod
+    def loss(self, labels, logits, features=None, mode=None, regularization_losses=None) -> tf.Tensor:
+        """The scalar training loss."""
+
+    @abc.abstractmethod
+    def metrics(self, regularization_losses=None) -> dict:
+        """New Keras metric objects for an evaluation, keyed as the head's evaluation keys its metrics."""
+
+    @abc.abstractmethod
+    def update_metrics(self, eval_metrics, features, logits, labels, mode=None, regularization_losses=None):
+        """Updates `eval_metrics` (from `metrics()`) with one batch; returns it."""
+
+    @abc.abstractmethod
+    def create_estimator_spec(self, features, mode, logits, labels=None, optimizer=None, trainable_variables=None,
+                              train_op_fn=None, update_ops=None, regularization_losses=None) -> EstimatorSpec:
+        """The `EstimatorSpec` for `mode`, given the model's `logits`."""
+
+
+class ConcreteHead(Head):
+    """The base of the heads of one task: the shared loss, weighting, metrics, train-op and EstimatorSpec logic.
 
     Args:
         name: Suffix for metric keys (`"accuracy/<name>"`), for models with several heads.
@@ -57,19 +105,13 @@ class Head(abc.ABC):
 
     def __init__(self, *, name: str | None = None, weight_column=None,
                  loss_reduction: str = "sum_over_batch_size", loss_fn: Callable | None = None):
-        self._name = name
+        super().__init__(name=name, loss_reduction=loss_reduction)
         self._weight_key = _weight_key(weight_column)
-        self._loss_reduction = loss_reduction_of(loss_reduction)
         if loss_fn is not None and not callable(loss_fn):
             raise ConfigError(f"loss_fn: expected a function (labels, logits) -> per-example loss; got {loss_fn!r}.")
         self._loss_fn = loss_fn
 
     # --- what a concrete head defines -------------------------------------------------------
-
-    @property
-    @abc.abstractmethod
-    def logits_dimension(self) -> int:
-        """Size of the last dimension of the logits this head expects."""
 
     @abc.abstractmethod
     def _predictions(self, logits: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -104,14 +146,6 @@ class Head(abc.ABC):
 
     # --- shared behaviour -------------------------------------------------------------------
 
-    @property
-    def name(self) -> str | None:
-        return self._name
-
-    @property
-    def loss_reduction(self) -> str:
-        return self._loss_reduction
-
     def predictions(self, logits, keys=None) -> dict[str, tf.Tensor]:
         """The predictions for `logits` [batch, logits_dimension]: all of them, or those named in `keys`."""
         predictions = self._predictions(self._check_logits(logits))
@@ -143,9 +177,9 @@ class Head(abc.ABC):
             metrics[MetricKeys.LOSS_REGULARIZATION] = head_metrics.mean(MetricKeys.LOSS_REGULARIZATION)
         return {self._key(key): metric for key, metric in metrics.items()}
 
-    def update_metrics(self, eval_metrics, features, logits, labels, mode=None, regularization_losses=None):
-        """Updates `eval_metrics` (from `metrics()`) with one batch; returns it."""
-        del mode  # Same metrics in every mode; kept for tf.estimator's signature.
+    def update_metrics(self, eval_metrics, features, logits, labels, regularization_losses=None):
+        """Updates `eval_metrics` (from `metrics()`) with one batch; returns it. (2.15's concrete heads took no
+        `mode` here, its base class did.)"""
         logits = self._check_logits(logits)
         labels = self._labels(labels, logits)
         unweighted = self._per_example_loss(labels, logits, features)
@@ -266,20 +300,11 @@ class Head(abc.ABC):
 
     def _training_loss(self, unweighted, weights, regularization_losses) -> tf.Tensor:
         loss = tf.compat.v1.losses.compute_weighted_loss(
-            unweighted, weights=_broadcast(weights, unweighted), reduction=self._loss_reduction,
+            unweighted, weights=_broadcast(weights, unweighted), reduction=self._reduction,
             loss_collection=None)
         if regularization_losses:
             loss = loss + tf.add_n(list(regularization_losses))
         return loss
-
-
-class ConcreteHead(Head, abc.ABC):
-    """The base of the heads users construct: 2.15's concrete heads took no `mode` in `update_metrics`."""
-
-    def update_metrics(self, eval_metrics, features, logits, labels, regularization_losses=None):
-        """Updates `eval_metrics` (from `metrics()`) with one batch; returns it."""
-        return super().update_metrics(eval_metrics, features, logits, labels,
-                                      regularization_losses=regularization_losses)
 
 
 def _accepted(fn: Callable, offered: dict) -> dict:
