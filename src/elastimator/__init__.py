@@ -61,7 +61,7 @@ _PUBLIC_BY_MODULE = {
 }
 _MODULE_OF = {name: module for module, names in _PUBLIC_BY_MODULE.items() for name in names}
 
-_PUBLIC_SUBMODULES = ("embedding", "experimental", "export", "inputs", "premade")
+_PUBLIC_SUBMODULES = ("embedding", "experimental", "export", "inputs", "premade", "tpu")
 _OTHER_SUBMODULES = ("keras", "compat")
 """Also reachable as attributes; not in `__all__`: `keras` loads Keras 3, `compat` is opt-in."""
 

@@ -163,3 +163,15 @@ def test_a_multi_task_model_with_multi_head_as_in_2_15(tmp_path):
         expected["name"], expected["logits_dimension"], expected["metric_keys_before_update"])
     assert api["loss"] == pytest.approx(expected["loss"], rel=1e-5) == api["split_loss"]
     assert api["metric_values"] == pytest.approx(expected["metric_values"], rel=1e-4, abs=1e-6)
+
+
+def test_a_tpu_estimator_program_runs_on_cpu_as_2_15_ran_it(tmp_path):
+    got, reference = _run("tpu_estimator", tmp_path), REFERENCE["tpu_estimator"]
+    # What input_fn and model_fn were given per mode (params' batch_size, use_tpu), the steps trained and saved,
+    # host_call summaries at every step, the predictions: as 2.15 with use_tpu=False.
+    for key in ("seen", "global_step", "checkpoints", "host_call_steps", "predictions"):
+        assert got[key] == reference[key], key
+    assert sorted(got["metrics"]) == sorted(reference["metrics"])
+    assert got["metrics"]["accuracy"] >= reference["metrics"]["accuracy"] - 0.05
+    # 2.15 also wrote a MetaGraph for serving on a TPU (tags serve, tpu), which needs a TPU to build.
+    assert got["export_tags"] == [["serve"]] and ["serve"] in reference["export_tags"]

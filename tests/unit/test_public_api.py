@@ -9,14 +9,15 @@ import elastimator.export
 import elastimator.inputs
 import elastimator.keras
 import elastimator.premade
+import elastimator.tpu
 
 
 TENSORFLOWS_OWN = {"VocabInfo"}  # tf.estimator.VocabInfo was tf.compat.v1.train.VocabInfo itself; so is ours
 
 
 def test_every_public_name_imports_and_is_elastimators_own():
-    for module in (elastimator, elastimator.embedding, elastimator.experimental, elastimator.export, elastimator.inputs, elastimator.premade,
-                   elastimator.keras):
+    for module in (elastimator, elastimator.embedding, elastimator.experimental, elastimator.export,
+                   elastimator.inputs, elastimator.premade, elastimator.tpu, elastimator.keras):
         for name in module.__all__:
             value = getattr(module, name)
             if name in TENSORFLOWS_OWN:
@@ -39,7 +40,7 @@ def test_public_names_are_exactly_the_curated_list():
         "LatestExporter", "ModeKeys", "ModelDirError", "ModelFnError", "NanLossError", "Predictor", "ReaderError",
         "ResetMetricsHook", "RunConfig", "TaskType", "TrainSpec", "VocabInfo", "WarmStartSettings", "add_metrics",
         "experimental", "export", "inputs", "make_early_stopping_hook", "stop_if_higher_hook", "stop_if_lower_hook",
-        "stop_if_no_decrease_hook", "stop_if_no_increase_hook", "train_and_evaluate",
+        "stop_if_no_decrease_hook", "stop_if_no_increase_hook", "tpu", "train_and_evaluate",
     ])
 
 

@@ -20,7 +20,7 @@ import types
 import tensorflow as tf
 
 import elastimator
-from elastimator import experimental, export, inputs, premade
+from elastimator import experimental, export, inputs, premade, tpu
 from elastimator.compat.legacy_head import _Head
 from elastimator.keras import model_to_estimator
 from elastimator.premade.v1 import V1_CANNED
@@ -56,6 +56,9 @@ def _estimator_api(name: str, *, v1: bool) -> types.ModuleType:
                       regressor_parse_example_spec=premade.regressor_parse_example_spec)
     if v1:
         attributes["inputs"] = inputs
+        attributes["tpu"] = _module(f"{name}.tpu", "tf.compat.v1.estimator.tpu, served by elastimator.",
+                                    **{n: getattr(tpu, n) for n in tpu.__all__ if n != "experimental"},
+                                    experimental=tpu.experimental)
         attributes.update(V1_CANNED)  # Losses summed over the batch, as tf.compat.v1.estimator's were.
     return _module(name, f"tf.estimator ({'v1' if v1 else 'v2'} API), served by elastimator.", **attributes)
 
@@ -99,6 +102,9 @@ def _private_table() -> dict[str, dict]:
             "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "DNNLinearCombinedEstimator")},
         "canned.baseline": {n: getattr(premade, n) for n in ("BaselineClassifier", "BaselineRegressor",
                                                              "BaselineEstimator")},
+        "tpu": {},
+        "tpu.tpu_estimator": {n: getattr(tpu, n) for n in ("TPUEstimator", "TPUEstimatorSpec")},
+        "tpu.tpu_config": {n: getattr(tpu, n) for n in ("InputPipelineConfig", "RunConfig", "TPUConfig")},
         "head": {},
         "head.binary_class_head": {"BinaryClassHead": premade.BinaryClassHead},
         "head.multi_class_head": {"MultiClassHead": premade.MultiClassHead},

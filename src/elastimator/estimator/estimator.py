@@ -110,6 +110,12 @@ class Estimator:
         """A copy of the hyperparameters (changing it does not change the Estimator)."""
         return copy.deepcopy(self._params)
 
+    def _params_for(self, mode: str) -> dict:
+        """The params input_fn and model_fn get when training, evaluating or predicting in `mode` (TPUEstimator
+        adds its batch size of that mode); exports get `params`."""
+        del mode
+        return self.params
+
     @property
     def warm_start_settings(self) -> WarmStartSettings | None:
         return self._warm_start

@@ -61,8 +61,9 @@ def _seeded(seed: int | None):
 
 
 def build_for(estimator, mode: str, input_fn: Callable) -> ModelGraph:
-    """Builds an Estimator's model for `mode` over its `input_fn`."""
-    return build(model_fn=estimator.model_fn, params=estimator.params, config=estimator.config,
+    """Builds an Estimator's model for `mode` over its `input_fn` (both get the params of that mode)."""
+    return build(model_fn=estimator.model_fn, params=estimator._params_for(mode),  # pylint: disable=protected-access
+                 config=estimator.config,
                  mode=mode, input_fn=input_fn)
 
 
