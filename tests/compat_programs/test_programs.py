@@ -175,3 +175,14 @@ def test_a_tpu_estimator_program_runs_on_cpu_as_2_15_ran_it(tmp_path):
     assert got["metrics"]["accuracy"] >= reference["metrics"]["accuracy"] - 0.05
     # 2.15 also wrote a MetaGraph for serving on a TPU (tags serve, tpu), which needs a TPU to build.
     assert got["export_tags"] == [["serve"]] and ["serve"] in reference["export_tags"]
+
+
+def test_kmeans_clusters_as_2_15_did(tmp_path):
+    got, reference = _run("kmeans", tmp_path), REFERENCE["kmeans"]
+    for variant in ("full_batch", "kmeans_plus_plus"):
+        ours, expected = got[variant], reference[variant]
+        assert ours["blobs_found"] and ours["centers"] == expected["centers"], variant  # to 0.1
+        assert ours["score"] == pytest.approx(expected["score"], rel=1e-3), variant
+        for key in ("global_step", "distances_shape", "index_dtype", "variables"):
+            assert ours[key] == expected[key], (variant, key)
+    assert got["mini_batch_columns"] == reference["mini_batch_columns"]  # metrics, predictions, signatures

@@ -49,16 +49,20 @@ def _single_string_input(receiver_tensors: Mapping[str, tf.Tensor]) -> tf.Tensor
     return tensor if isinstance(tensor, tf.Tensor) and tensor.dtype == tf.string else None
 
 
+_SINGLE_OUTPUT = "output"
+"""The name a PredictOutput of one tensor gives it, as tf.estimator 2.15 named it."""
+
+
 class PredictOutput(ExportOutput):
     """Any tensors, served by TF Serving's Predict API.
 
     Args:
-        outputs: A tensor or a dict of string keys to tensors.
+        outputs: A tensor (served as "output") or a dict of string keys to tensors.
     """
 
     def __init__(self, outputs):
         if _is_tensor(outputs):
-            outputs = {_sig.PREDICT_OUTPUTS: outputs}
+            outputs = {_SINGLE_OUTPUT: outputs}
         if not isinstance(outputs, Mapping) or not outputs:
             raise ExportError(f"PredictOutput expects a tensor or a non-empty dict of tensors; got {outputs!r}.")
         for key, value in outputs.items():
