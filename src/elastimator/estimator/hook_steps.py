@@ -42,11 +42,17 @@ class Action:
     """Whether the hook decides before the call (from its first step), so that step must be a call of its own."""
 
 
-def _timer_action(timer, step: int, decided_before: bool) -> Action | None:
-    every = getattr(timer, "_every_steps", None)  # TensorFlow's SecondOrStepTimer: None when it counts seconds
-    if not every:
+def every_steps(hook) -> int | None:
+    """How many steps apart a timed hook (checkpoint saver, step counter, summary saver, profiler) acts; None when
+    it counts seconds. Read from TensorFlow's SecondOrStepTimer, which has no public accessor for it."""
+    return getattr(hook._timer, "_every_steps", None) or None  # pylint: disable=protected-access
+
+
+def _timer_action(hook, step: int, decided_before: bool) -> Action | None:
+    every = every_steps(hook)
+    if every is None:
         return None
-    last = timer.last_triggered_step()
+    last = hook._timer.last_triggered_step()  # pylint: disable=protected-access
     # A timer that has not fired yet fires in the next call; one that is due fires at the end of the next call.
     target = step + 1 if last is None else max(last + every, step + 1)
     return Action(target, decided_before)
@@ -58,7 +64,7 @@ def next_action(hook, step: int) -> Action | None:
         last_step = getattr(hook, "_last_step", None)  # set in after_create_session from num_steps
         return None if last_step is None else Action(max(last_step, step + 1), decided_before=False)
     if isinstance(hook, _DECIDED_AFTER + _DECIDED_BEFORE):
-        return _timer_action(hook._timer, step, isinstance(hook, _DECIDED_BEFORE))  # pylint: disable=protected-access
+        return _timer_action(hook, step, isinstance(hook, _DECIDED_BEFORE))
     return None
 
 

@@ -38,6 +38,7 @@ from typing import Callable, Iterable
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
+from elastimator.estimator import hook_steps
 from elastimator.estimator.training_step import StepHook
 
 MOST_STEPS = 20
@@ -69,7 +70,7 @@ def allows_several_steps(hook) -> bool:
     if isinstance(hook, _STEP_BASED):
         return True
     if isinstance(hook, tf.compat.v1.train.ProfilerHook):  # a trace of several steps is not what it asked for,
-        return hook._timer._every_steps is not None  # pylint: disable=protected-access  # unless planned to one
+        return hook_steps.every_steps(hook) is not None  # unless its steps are planned to be calls of their own
     kind = type(hook)
     return kind.before_run is _BASE.before_run and kind.after_run is _BASE.after_run
 

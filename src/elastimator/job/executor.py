@@ -230,7 +230,6 @@ def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: b
                                  start_delay_secs=conf.eval_start_delay_secs, throttle_secs=conf.eval_throttle_secs)
             metrics, exports = train_and_evaluate(estimator, train_spec, eval_spec)
             if _chief_evaluates_at_the_end(config):
-                # From the final checkpoint, on this machine alone: the parameter servers are done.
                 metrics, exports = _final_round(conf, config, eval_spec)
     except tf.errors.OpError as error:
         _raise_input_failure(inputs, error)

@@ -17,7 +17,7 @@ import tensorflow as tf
 from elastimator.errors import ConfigError, HeadError
 from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.estimator.spec import EstimatorSpec
-from elastimator.premade import optimizers
+from elastimator.premade import head_metrics, optimizers
 from elastimator.premade.keys import MetricKeys
 
 _Reduction = tf.compat.v1.losses.Reduction
@@ -170,8 +170,6 @@ class ConcreteHead(Head):
     def metrics(self, regularization_losses=None) -> dict:
         """New Keras metric objects for an evaluation, keyed as the head's evaluation keys its metrics; pass them
         to `update_metrics`. With `regularization_losses`, also their mean."""
-        from elastimator.premade import head_metrics  # pylint: disable=import-outside-toplevel  # loads tf-keras
-
         metrics = {MetricKeys.LOSS_MEAN: head_metrics.mean(MetricKeys.LOSS_MEAN), **self._keras_metrics()}
         if regularization_losses is not None:
             metrics[MetricKeys.LOSS_REGULARIZATION] = head_metrics.mean(MetricKeys.LOSS_REGULARIZATION)

@@ -11,6 +11,7 @@ it), so these are Keras 2 metrics, as 2.15's were; it loads on first use.
 
 from __future__ import annotations
 
+import functools
 from typing import Iterable, Mapping
 
 import tensorflow as tf
@@ -36,21 +37,17 @@ def threshold_suffix(threshold: float) -> str:
     return f"/positive_threshold_{threshold:g}"
 
 
-class _BaselineAccuracy:
-    """Made on first use: a Mean of the labels whose result is the accuracy of always predicting the majority."""
+@functools.cache
+def _baseline_accuracy() -> type:
+    """A Mean of the labels whose result is the accuracy of always predicting the majority class (a class made
+    on first use: its base is tf-keras's Mean, which loads tf-keras)."""
 
-    kind = None
+    class BaselineAccuracy(_metrics().Mean):
+        def result(self):
+            label_mean = super().result()
+            return tf.maximum(label_mean, 1.0 - label_mean)
 
-    @classmethod
-    def make(cls, key: str):
-        if cls.kind is None:
-            class BaselineAccuracy(_metrics().Mean):
-                def result(self):
-                    label_mean = super().result()
-                    return tf.maximum(label_mean, 1.0 - label_mean)
-
-            cls.kind = BaselineAccuracy
-        return cls.kind(name=_name(key))
+    return BaselineAccuracy
 
 
 def binary(thresholds: Iterable[float]) -> dict:
@@ -58,7 +55,7 @@ def binary(thresholds: Iterable[float]) -> dict:
     metrics = {
         K.ACCURACY: m.Accuracy(name=K.ACCURACY), K.PRECISION: m.Precision(name=K.PRECISION),
         K.RECALL: m.Recall(name=K.RECALL), K.PREDICTION_MEAN: mean(K.PREDICTION_MEAN),
-        K.LABEL_MEAN: mean(K.LABEL_MEAN), K.ACCURACY_BASELINE: _BaselineAccuracy.make(K.ACCURACY_BASELINE),
+        K.LABEL_MEAN: mean(K.LABEL_MEAN), K.ACCURACY_BASELINE: _baseline_accuracy()(name=_name(K.ACCURACY_BASELINE)),
         K.AUC: m.AUC(name=K.AUC), K.AUC_PR: m.AUC(curve="PR", name=K.AUC_PR),
     }
     metrics.update(at_thresholds(thresholds))

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from elastimator.errors import ConfigError
 from elastimator.estimator import checkpoints
+from elastimator.estimator.estimator import Estimator
 from elastimator.estimator.hooks import check_hooks
 
 
@@ -39,8 +40,6 @@ class InMemoryEvaluatorHook(tf.compat.v1.train.SessionRunHook):
     """
 
     def __init__(self, estimator, input_fn, steps=None, hooks=None, name=None, every_n_iter=100):
-        from elastimator.estimator.estimator import Estimator  # pylint: disable=import-outside-toplevel
-
         if not isinstance(estimator, Estimator):
             raise ConfigError(f"InMemoryEvaluatorHook: estimator must be an Estimator; got {type(estimator).__name__}.")
         if isinstance(every_n_iter, bool) or not isinstance(every_n_iter, int) or every_n_iter < 1:
