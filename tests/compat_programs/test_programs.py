@@ -186,3 +186,23 @@ def test_kmeans_clusters_as_2_15_did(tmp_path):
         for key in ("global_step", "distances_shape", "index_dtype", "variables"):
             assert ours[key] == expected[key], (variant, key)
     assert got["mini_batch_columns"] == reference["mini_batch_columns"]  # metrics, predictions, signatures
+
+
+def test_rnn_estimators_model_sequences_as_2_15_did(tmp_path):
+    got, reference = _run("rnn", tmp_path), REFERENCE["rnn"]
+    assert got["default_cell"] == reference["default_cell"]  # simple_rnn by default; 2.15's variable names
+    for case in ("lstm_classifier", "stacked_gru_regressor", "per_step_classifier"):
+        ours, expected = got[case], reference[case]
+        assert sorted(ours["metrics"]) == sorted(expected["metrics"]), case
+        assert ours["metrics"]["global_step"] == expected["metrics"]["global_step"], case
+        # Per-step predictions are [time, ...] with the sequence mask, the class lists once per example.
+        assert ours["predictions"] == expected["predictions"], case
+        assert ours["variables"] == expected["variables"], case
+        for name, outputs in expected["signatures"].items():  # 2.15 wrote only `predict` for this receiver
+            assert ours["signatures"][name] == outputs, (case, name)
+    for case in ("lstm_classifier", "per_step_classifier"):
+        assert got[case]["metrics"]["accuracy"] >= reference[case]["metrics"]["accuracy"] - 0.02, case
+        # Padding steps count in no metric: the per-step label mean is over real steps only.
+        assert got[case]["metrics"]["label/mean"] == pytest.approx(reference[case]["metrics"]["label/mean"])
+    loss, reference_loss = (r["stacked_gru_regressor"]["metrics"]["average_loss"] for r in (got, reference))
+    assert loss <= max(5 * reference_loss, 0.05)  # labels vary by about 5: both fit them

@@ -36,7 +36,7 @@ def test_every_import_form_reaches_elastimator(installed):
 
 def test_unserved_private_module_fails_with_a_pointer(installed):
     with pytest.raises(ModuleNotFoundError, match="not provided by elastimator.compat.*docs/migration.md"):
-        import tensorflow_estimator.python.estimator.canned.rnn  # noqa: F401  # pylint: disable=import-outside-toplevel
+        import tensorflow_estimator.python.estimator.canned.boosted_trees  # noqa: F401  # pylint: disable=import-outside-toplevel
 
 
 def test_uninstall_removes_every_name():

@@ -102,6 +102,7 @@ def _private_table() -> dict[str, dict]:
             "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "DNNLinearCombinedEstimator")},
         "canned.baseline": {n: getattr(premade, n) for n in ("BaselineClassifier", "BaselineRegressor",
                                                              "BaselineEstimator")},
+        "canned.rnn": {n: getattr(experimental, n) for n in ("RNNClassifier", "RNNEstimator")},
         "tpu": {},
         "tpu.tpu_estimator": {n: getattr(tpu, n) for n in ("TPUEstimator", "TPUEstimatorSpec")},
         "tpu.tpu_config": {n: getattr(tpu, n) for n in ("InputPipelineConfig", "RunConfig", "TPUConfig")},

@@ -27,8 +27,8 @@ from elastimator.premade.regression import RegressionHead
 class Part:
     """One variable scope of a canned model and the optimizer that trains it."""
 
-    scope: str
-    """Variable scope whose trainable variables this optimizer updates."""
+    scope: str | None
+    """Variable scope whose trainable variables this optimizer updates; None: every trainable variable."""
     optimizer: Any
     """A name from `OPTIMIZERS`, an optimizer object, or a callable returning one (premade/optimizers.py)."""
     learning_rate: float
@@ -72,7 +72,11 @@ class CannedEstimator(Estimator, abc.ABC):
 
     @abc.abstractmethod
     def _logits(self, features: dict, training: bool) -> tf.Tensor:
-        """[batch, head.logits_dimension] logits, variables created under the parts' scopes."""
+        """[batch, head.logits_dimension] logits, variables created under the parts' scopes.
+
+        `features` is this call's own dict of the checked features: a model may add what it derives for the
+        head (the RNNs add their sequence mask).
+        """
 
     def _canned_model_fn(self, features, labels, mode, config):
         del config  # The engine reads the RunConfig itself.
