@@ -5,6 +5,7 @@ from elastimator.export.receivers import build_raw_supervised_input_receiver_fn
 from elastimator.premade.kmeans import KMeans
 from elastimator.premade.logit_fns import call_logit_fn, dnn_logit_fn_builder, linear_logit_fn_builder
 from elastimator.premade.rnn import RNNClassifier, RNNEstimator
+from elastimator.premade.sdca import LinearSDCA
 from elastimator.training.early_stopping import (
     make_early_stopping_hook,
     stop_if_higher_hook,
@@ -18,6 +19,7 @@ from elastimator.training.stop_at_checkpoint import make_stop_at_checkpoint_step
 __all__ = [
     "InMemoryEvaluatorHook",
     "KMeans",
+    "LinearSDCA",
     "RNNClassifier",
     "RNNEstimator",
     "build_raw_supervised_input_receiver_fn",

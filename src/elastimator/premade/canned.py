@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
@@ -83,8 +83,15 @@ class CannedEstimator(Estimator, abc.ABC):
         features = check_features(features, self._feature_columns(), type(self).__name__)
         logits = self._logits(features, training=mode == ModeKeys.TRAIN)
         regularization = tf.compat.v1.losses.get_regularization_losses()
-        return self._head.create_estimator_spec(features, mode, logits, labels, train_op_fn=self._train_op,
+        return self._head.create_estimator_spec(features, mode, logits, labels,
+                                                train_op_fn=self._train_op_fn(features, labels),
                                                 regularization_losses=regularization or None)
+
+    def _train_op_fn(self, features: dict, labels) -> Callable[[tf.Tensor], tf.Operation]:
+        """The head's `train_op_fn`: the parts' optimizers minimizing the loss (a model whose solver reads the
+        batch itself, as SDCA does, builds its train op from `features` and `labels` instead)."""
+        del features, labels
+        return self._train_op
 
     def _train_op(self, loss: tf.Tensor) -> tf.Operation:
         trainable = tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES
