@@ -231,3 +231,14 @@ def test_linear_sdca_trains_as_2_15s_did(tmp_path):
     assert classifier["auc"] == pytest.approx(expected["auc"], abs=0.01)
     regressor, expected = got["regressor_l1"]["metrics"], reference["regressor_l1"]["metrics"]
     assert regressor["average_loss"] <= 2 * expected["average_loss"] + 0.005
+
+
+def test_a_public_tpu_estimator_program_runs_unedited_on_cpu(tmp_path):
+    """tensorflow/tpu's MNIST TPUEstimator program, as published, with --use_tpu=false."""
+    got, reference = _run("mnist_tpu_public", tmp_path), REFERENCE["mnist_tpu_public"]
+    assert got["checkpoints"] == reference["checkpoints"]  # steps 0 and 40, as 2.15 saved them
+    assert sorted(got["evaluation"]) == sorted(reference["evaluation"])  # accuracy, loss, checkpoint_path
+    assert got["evaluation"]["checkpoint_path"][0] == reference["evaluation"]["checkpoint_path"][0] == 40
+    assert got["evaluation"]["accuracy"][1] >= reference["evaluation"]["accuracy"][1] - 0.05
+    assert got["prediction_lines"] == reference["prediction_lines"] == 10
+    assert got["predicted_classes"] == reference["predicted_classes"]

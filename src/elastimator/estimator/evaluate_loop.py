@@ -31,9 +31,14 @@ def _metric_ops(spec) -> dict:
     return metrics
 
 
-def write_eval_summaries(output_dir: str, step: int, results: Mapping[str, object]) -> None:
-    """Writes each scalar result (and any serialized Summary) as an event at `step`."""
+def write_eval_summaries(output_dir: str, step: int, results: Mapping[str, object],
+                         checkpoint_path: str | None = None) -> None:
+    """Writes each scalar result (and any serialized Summary) as an event at `step`, and the checkpoint evaluated
+    as a text summary `checkpoint_path` (as tf.estimator did)."""
     summary = tf.compat.v1.Summary()
+    if checkpoint_path is not None:
+        value = summary.value.add(tag="checkpoint_path", tensor=tf.make_tensor_proto(checkpoint_path))
+        value.metadata.plugin_data.plugin_name = "text"
     for key, value in results.items():
         if key == GLOBAL_STEP_KEY:
             continue
@@ -99,7 +104,7 @@ def evaluate(
                 ", ".join(part for part in text.split(", ") if not part.startswith(f"{GLOBAL_STEP_KEY} = ")))
     # What tf.estimator logged, through TensorFlow's logger, for programs that read or grep it.
     tf.compat.v1.logging.info("Saving dict for global step %d: %s", step, text)
-    write_eval_summaries(eval_dir(model_dir, name), step, results)
+    write_eval_summaries(eval_dir(model_dir, name), step, results, checkpoint)
     return results  # numpy values, as tf.estimator returned them
 
 
