@@ -242,3 +242,14 @@ def test_a_public_tpu_estimator_program_runs_unedited_on_cpu(tmp_path):
     assert got["evaluation"]["accuracy"][1] >= reference["evaluation"]["accuracy"][1] - 0.05
     assert got["prediction_lines"] == reference["prediction_lines"] == 10
     assert got["predicted_classes"] == reference["predicted_classes"]
+
+
+def test_saved_model_estimator_reads_what_estimators_exported_as_2_15_did(tmp_path):
+    got, reference = _run("saved_model_estimator", tmp_path), REFERENCE["saved_model_estimator"]
+    # Its own export: the metric keys (prefixed `metrics/`, as 2.15 reported them), the steps it continued from,
+    # training that lowers the loss, and predictions from the default serving signature.
+    for key in ("metric_keys", "steps", "loss_went_down", "prediction", "serving_only_train"):
+        assert got[key] == reference[key], key
+    # The SavedModel 2.15 exported: the same numbers as 2.15 computed from it, before and after 20 more steps.
+    assert got["fixture_before"] == reference["fixture_before"]
+    assert got["fixture_after"] == pytest.approx(reference["fixture_after"], abs=2e-5)

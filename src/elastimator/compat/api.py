@@ -23,6 +23,7 @@ import elastimator
 from elastimator import experimental, export, inputs, premade, tpu
 from elastimator.compat.legacy_head import _Head
 from elastimator.keras import model_to_estimator
+from elastimator.premade.saved_model_estimator import SavedModelEstimator
 from elastimator.premade.v1 import V1_CANNED
 
 _HOOKS = ("CheckpointSaverHook", "CheckpointSaverListener", "FeedFnHook", "FinalOpsHook", "GlobalStepWaiterHook",
@@ -102,6 +103,7 @@ def _private_table() -> dict[str, dict]:
             "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "DNNLinearCombinedEstimator")},
         "canned.baseline": {n: getattr(premade, n) for n in ("BaselineClassifier", "BaselineRegressor",
                                                              "BaselineEstimator")},
+        "canned.saved_model_estimator": {"SavedModelEstimator": SavedModelEstimator},
         "canned.rnn": {n: getattr(experimental, n) for n in ("RNNClassifier", "RNNEstimator")},
         "tpu": {},
         "tpu.tpu_estimator": {n: getattr(tpu, n) for n in ("TPUEstimator", "TPUEstimatorSpec")},

@@ -24,6 +24,9 @@ _TAGS = {
     ModeKeys.EVAL: ["eval"],
 }
 
+TRAIN_OP_COLLECTION = "saved_model_train_op"
+"""The collection of a TRAIN graph's train op, as tf.estimator named it."""
+
 
 def _receiver(serving_input_receiver_fn: Callable, mode: str):
     if not callable(serving_input_receiver_fn):
@@ -151,6 +154,8 @@ def _add_meta_graph(builder, estimator, mode: str, receiver_fn: Callable, checkp
                        main_op=tf.group(tf.compat.v1.local_variables_initializer(),
                                         tf.compat.v1.tables_initializer()),
                        strip_default_attrs=strip_default_attrs, clear_devices=True)
+        if mode == ModeKeys.TRAIN:  # where tf.estimator put it, for SavedModelEstimator and other readers
+            graph.add_to_collection(TRAIN_OP_COLLECTION, built.spec.train_op)
         saver = checkpoints.make_saver(estimator.config)
         saver.build()
         if not with_variables:
