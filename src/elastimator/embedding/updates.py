@@ -24,7 +24,7 @@ from typing import Iterator
 
 import tensorflow as tf
 
-from elastimator._scoped_attribute import ScopedAttribute
+from elastimator._context_patch import ContextPatch
 from elastimator.embedding.lookup import TrainedLookup, trained_lookup
 from elastimator.errors import ModelFnError
 
@@ -165,7 +165,7 @@ def _apply_gradients(optimizer, grads_and_vars, global_step=None, name=None, **k
         return tf.compat.v1.assign_add(global_step, 1, name=name or optimizer.get_name()).op
 
 
-_PATCH = ScopedAttribute(_V1.Optimizer, "apply_gradients", _apply_gradients)
+_PATCH = ContextPatch(_V1.Optimizer, "apply_gradients", _apply_gradients)
 
 
 @contextlib.contextmanager

@@ -48,7 +48,7 @@ from typing import Iterator
 
 import tensorflow as tf
 
-from elastimator._scoped_attribute import ScopedAttribute
+from elastimator._context_patch import ContextPatch
 
 _ADAM = tf.compat.v1.train.AdamOptimizer
 _OWN = ("_resource_apply_sparse", "_resource_apply_dense")
@@ -94,7 +94,7 @@ def _on_cpu(device: str) -> bool:
     return not tf.config.list_physical_devices("GPU")
 
 
-_PATCH = ScopedAttribute(_ADAM, "_resource_apply_sparse_duplicate_indices", _apply_rows_densely)
+_PATCH = ContextPatch(_ADAM, "_resource_apply_sparse_duplicate_indices", _apply_rows_densely)
 
 
 @contextlib.contextmanager

@@ -39,25 +39,52 @@ def _seeded(seed: int | None):
     with the same `tf_random_seed` start from the same weights. A Keras that a
     model_fn imports later draws from the seeded `random` too; importing both
     Keras versions here would cost every seeded job about 200 MB. Python's and
-    NumPy's generators are given back as they were once the graph is built:
-    the program's own draws do not depend on how often it trained.
+    NumPy's generators, and the Keras seed state (each Keras keeps it per
+    thread), are given back as they were once the graph is built: the
+    program's own draws do not depend on how often it trained.
     """
     if seed is None:
         yield
         return
     python_state, numpy_state = random.getstate(), np.random.get_state()
+    restores = [_seed_keras(name, seed) for name in ("keras", "tf_keras")
+                if hasattr(sys.modules.get(name), "utils")]
     random.seed(seed)
     np.random.seed(seed)
-    for name in ("keras", "tf_keras"):
-        module = sys.modules.get(name)
-        if module is not None and hasattr(module, "utils"):
-            module.utils.set_random_seed(seed)
     tf.compat.v1.set_random_seed(seed)
     try:
         yield
     finally:
+        for restore in restores:
+            restore()
         random.setstate(python_state)
         np.random.set_state(numpy_state)
+
+
+def _seed_keras(name: str, seed: int) -> Callable[[], None]:
+    """Seeds a loaded Keras (`keras` or `tf_keras`); returns what puts its seed state back. (Inside the graph
+    being built, its `tf.random.set_seed` seeds that graph only.)"""
+    # pylint: disable=import-outside-toplevel  (each Keras is imported only where the program loaded it)
+    if name == "keras":
+        from keras.src.backend.common import global_state
+        from keras.src.random import seed_generator
+
+        saved = {key: global_state.get_global_attribute(key)
+                 for key in ("global_random_seed", seed_generator.GLOBAL_SEED_GENERATOR)}
+
+        def restore() -> None:
+            for key, value in saved.items():
+                global_state.set_global_attribute(key, value)
+    else:
+        from tf_keras.src import backend
+
+        generators = backend._SEED_GENERATOR  # pylint: disable=protected-access  (its per-thread seed source)
+        saved_generator = getattr(generators, "generator", None)
+
+        def restore() -> None:
+            generators.generator = saved_generator
+    sys.modules[name].utils.set_random_seed(seed)
+    return restore
 
 
 def build_for(estimator, mode: str, input_fn: Callable) -> ModelGraph:

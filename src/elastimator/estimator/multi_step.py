@@ -34,10 +34,10 @@ in that call are kept, and the final checkpoint has them).
 from __future__ import annotations
 
 import dataclasses
-import threading
 from typing import Iterable, Mapping, Sequence
 
 import tensorflow as tf
+from tensorflow.python.ops import control_flow_ops  # TF1's while frame, built without the process-wide switch
 
 from elastimator.errors import ConfigError
 from elastimator.estimator import hook_steps
@@ -51,7 +51,6 @@ _V1_CONTROL_FLOW = frozenset({"Enter", "RefEnter", "Exit", "RefExit", "NextItera
 # step through the one tensor in this collection (tf.estimator filled it the same way).
 _GLOBAL_STEP_READ_KEY = "global_step_read_op_cache"
 _INCREMENTS = frozenset({"AssignAddVariableOp", "AssignAdd"})
-_v1_loops = threading.Lock()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,16 +116,14 @@ def _copy(ops: Sequence[tf.Operation]) -> dict[tf.Operation, tf.Operation]:
 
 def _v1_while_loop(cond, body, loop_vars):
     """A TF1 while loop: a frame inside this graph, so the copied ops share its variables and handles directly
-    (a TF2 loop would be a function graph that captures each of them)."""
-    with _v1_loops:
-        was_v2 = tf.compat.v1.control_flow_v2_enabled()
-        tf.compat.v1.disable_control_flow_v2()
-        try:
-            return tf.compat.v1.while_loop(cond, body, loop_vars, parallel_iterations=1, back_prop=False,
-                                           name="steps_per_execution")
-        finally:
-            if was_v2:
-                tf.compat.v1.enable_control_flow_v2()
+    (a TF2 loop would be a function graph that captures each of them). Built as TF1's `while_loop` builds it, but
+    without switching TF2 control flow off: that switch is one flag for the whole process, and another thread
+    building a graph meanwhile would get TF1 control flow too. (The body makes no control flow of its own.)"""
+    with tf.name_scope("steps_per_execution"):
+        context = control_flow_ops.WhileContext(parallel_iterations=1, back_prop=False)
+        if context.outer_context is None:
+            tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.WHILE_CONTEXT, context)
+        return context.BuildLoop(cond, body, loop_vars, None, False)
 
 
 def order_step_read(global_step: tf.Variable) -> tf.Tensor:
