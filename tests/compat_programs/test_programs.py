@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.compat_programs.record_reference import result_of
@@ -225,7 +226,10 @@ def test_linear_sdca_trains_as_2_15s_did(tmp_path):
             [v for v in expected["variables"] if v not in table], case
         assert ours["bias"] == pytest.approx(expected["bias"], abs=0.25), case
         assert ours["color_weights"] == pytest.approx(expected["color_weights"], abs=0.3), case
-        assert ours["logits"] == pytest.approx(expected["logits"], rel=0.15, abs=0.3), case
+        logits, expected_logits = np.array(ours["logits"]), np.array(expected["logits"])
+        assert np.abs(logits - expected_logits).sum() < 0.12 * np.abs(expected_logits).sum(), case
+        clear = np.abs(expected_logits) > 0.3
+        assert (np.sign(logits[clear]) == np.sign(expected_logits[clear])).all(), case
     classifier, expected = got["classifier"]["metrics"], reference["classifier"]["metrics"]
     assert classifier["accuracy"] >= expected["accuracy"] - 0.03
     assert classifier["auc"] == pytest.approx(expected["auc"], abs=0.01)
