@@ -18,7 +18,7 @@ from elastimator.elastic import report_line
 from elastimator.elastic.report_line import MAX_FRAME_BYTES, ReportLine
 from elastimator.elastic.report_ring import ReportRing
 from elastimator.elastic.service import ShardServer, ShardService
-from elastimator.elastic.shards import ShardServiceError
+from elastimator.elastic.shards import LeaseTakenBackError, ShardServiceError
 
 pytestmark = pytest.mark.integration
 TOKEN = "job-token-123"
@@ -103,7 +103,8 @@ def test_the_line_refuses_a_wrong_token_other_calls_and_garbage(server):
     assert "takes 'report' and 'request' calls only" in _read(stream)["error"]
     _send(sock, {"method": "report", "dataset": "train", "worker": "w0", "shard_id": 0, "consumed": 1,
                  "offset": 0})
-    assert "FAILED_PRECONDITION" in _read(stream)["error"]  # w0 holds no shard: the book's own refusal
+    reply = _read(stream)  # w0 holds no shard: the book's own refusal, with its status for the client
+    assert reply["status"] == "ABORTED" and reply["error"].startswith("ABORTED: worker 'w0' reported shard 0")
     _send(sock, {"method": "report", "dataset": "eval", "worker": "w0", "shard_id": 0, "consumed": 1, "offset": 0})
     assert _read(stream)["error"].startswith("NOT_FOUND: unknown data set 'eval'")  # as gRPC answers it
     sock.sendall(struct.pack(">I", MAX_FRAME_BYTES + 1))
@@ -250,7 +251,7 @@ def test_reports_go_over_grpc_where_the_line_is_off_or_out_of_reach(server):
     shard = client.request("train")
     client.report("train", shard.shard_id, 4, lease=shard.lease, offset=shard.start)
     assert client.status("train")["trained_records"] == 4
-    with pytest.raises(ShardServiceError, match="FAILED_PRECONDITION: worker 'w9' reported shard"):
+    with pytest.raises(LeaseTakenBackError, match="ABORTED: worker 'w9' reported shard"):
         ShardClient(server.address, TOKEN, worker="w9").report("train", shard.shard_id, 1, offset=shard.start)
 
 

@@ -13,7 +13,8 @@ from elastimator.elastic.feed import ShardFeed, ShardReportHook
 from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.client import ShardClient
 from elastimator.elastic.service import ShardServer, ShardService
-from elastimator.elastic.shards import SHARD_TAG, Assigned, ShardingSpec, ShardBook, ShardServiceError, Wait
+from elastimator.elastic.shards import (SHARD_TAG, Assigned, LeaseTakenBackError, ShardingSpec, ShardBook,
+                                        ShardServiceError, UnknownDataSetError, Wait)
 
 pytestmark = pytest.mark.integration
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -57,16 +58,23 @@ def test_protocol_round_trip_and_seals_on_disk(server, tmp_path):
         again.stop()
 
 
-def test_bad_token_unknown_dataset_and_foreign_shard_are_clear_errors(server):
+@pytest.mark.parametrize("report_line", [True, False], ids=["report_line", "grpc"])
+def test_bad_token_unknown_dataset_and_foreign_shard_are_clear_errors(server, report_line):
+    """Refusals reach the worker as the book's own error classes, over either transport (not as text to match)."""
     ShardClient(server.address, TOKEN, worker="w0").add_dataset(ShardingSpec(name="train", size=8, shard_size=4))
     with pytest.raises(ShardServiceError, match="UNAUTHENTICATED: missing or wrong job token"):
         ShardClient(server.address, "wrong", worker="w0").request("train")
-    owner = ShardClient(server.address, TOKEN, worker="w0")
-    with pytest.raises(ShardServiceError, match="NOT_FOUND: unknown data set 'eval'"):
+    owner = ShardClient(server.address, TOKEN, worker="w0", report_line=report_line)
+    with pytest.raises(UnknownDataSetError, match="NOT_FOUND: unknown data set 'eval'"):
         owner.request("eval")
     shard = owner.request("train")
-    with pytest.raises(ShardServiceError, match="FAILED_PRECONDITION: worker 'w9' reported shard"):
-        ShardClient(server.address, TOKEN, worker="w9").report("train", shard.shard_id, 1, offset=shard.start)
+    stranger = ShardClient(server.address, TOKEN, worker="w9", report_line=report_line)
+    with pytest.raises(LeaseTakenBackError, match="ABORTED: worker 'w9' reported shard"):
+        stranger.report("train", shard.shard_id, 1, offset=shard.start)
+    with pytest.raises(ShardServiceError, match="FAILED_PRECONDITION: .* reported 9 records of shard"):
+        owner.report("train", shard.shard_id, 9, lease=shard.lease, offset=shard.start)
+    owner.report("train", shard.shard_id, 1, lease=shard.lease, offset=shard.start)
+    assert owner.reports_over_line == (1 if report_line else 0)  # the transport the refusals came over
 
 
 def test_reports_wait_while_the_chief_saves(server):

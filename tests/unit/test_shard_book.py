@@ -12,8 +12,10 @@ from elastimator.elastic.shards import (
     Drained,
     Failed,
     Finished,
+    LeaseTakenBackError,
     ShardBook,
     ShardServiceError,
+    UnknownDataSetError,
     Wait,
 )
 
@@ -88,14 +90,14 @@ def test_a_failed_worker_gives_back_only_what_it_did_not_train():
 def test_bad_reports_are_refused():
     book = _book()
     shard = book.request("train", "a")
-    with pytest.raises(ShardServiceError, match=r"worker 'b' reported shard 0 \(lease None\) of 'train', which is "
+    with pytest.raises(LeaseTakenBackError, match=r"worker 'b' reported shard 0 \(lease None\) of 'train', which is "
                                                 r"held by worker 'a' \(lease 1\)"):
         book.report("train", "b", shard.shard_id, 1)
-    with pytest.raises(ShardServiceError, match="held by worker 'a'"):  # a stale hand-out of the same shard
+    with pytest.raises(LeaseTakenBackError, match="held by worker 'a'"):  # a stale hand-out of the same shard
         book.report("train", "a", shard.shard_id, 1, lease=shard.lease + 5)
     with pytest.raises(ShardServiceError, match="reported 5 records of shard 0, which has 4"):
         book.report("train", "a", shard.shard_id, 5)
-    with pytest.raises(ShardServiceError, match=r"unknown data set 'eval'; registered: \['train'\]"):
+    with pytest.raises(UnknownDataSetError, match=r"unknown data set 'eval'; registered: \['train'\]"):
         book.request("eval", "a")
     with pytest.raises(ShardServiceError, match="already registered"):
         book.add_dataset(ShardingSpec(name="train", size=11, shard_size=4))
@@ -110,7 +112,7 @@ def test_a_report_from_before_a_rewind_cannot_inflate_progress():
     book.restore(0)
     fresh = book.request("train", "a")  # the same shard, handed out again to the same worker
     assert fresh.shard_id == stale.shard_id and fresh.lease != stale.lease
-    with pytest.raises(ShardServiceError, match="held by"):
+    with pytest.raises(LeaseTakenBackError, match="held by"):
         book.report("train", "a", stale.shard_id, 10, lease=stale.lease)
     book.report("train", "a", fresh.shard_id, 10, lease=fresh.lease)
     assert book.status("train")["trained_records"] == 10
@@ -224,7 +226,7 @@ def test_a_restarted_service_never_repeats_a_lease():
     new.restore(0, committed=sealed)
     fresh = new.request("train", "a")
     assert fresh.shard_id == stale.shard_id and fresh.lease != stale.lease
-    with pytest.raises(ShardServiceError, match="held by"):
+    with pytest.raises(LeaseTakenBackError, match="held by"):
         new.report("train", "a", stale.shard_id, 5, lease=stale.lease)
 
 

@@ -191,3 +191,4 @@ def test_a_report_line_port_that_is_neither_is_a_clear_error():
     with pytest.raises(ReaderError, match=r"ELASTIMATOR_SHARD_REPORT_PORT \(or --report-port\): expected a port "
                                           r"number .* or 'off'; got 'no'"):
         report_port_from("no")
+

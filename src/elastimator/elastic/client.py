@@ -26,7 +26,7 @@ from elastimator.elastic.report_ring import ReportRing, RingReader, wait_unseale
 from elastimator.elastic.report_line import LINE_METHODS, LOCAL_SOCKETS, ReportLine
 from elastimator.elastic.service import KEEPALIVE_MS, METHODS, SERVER_METHODS, SERVICE, TOKEN_HEADER, ShardService
 from elastimator.elastic.shards import (Assigned, ShardBook, ShardingSpec, Drained, Failed, Finished,
-                                        ShardServiceError, Wait)
+                                        ShardServiceError, Wait, error_for)
 
 logger = logging.getLogger("elastimator")
 
@@ -160,7 +160,8 @@ class _GrpcTransport:
             except grpc.RpcError as e:
                 retry = e.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
                 if not retry or time.monotonic() >= deadline:
-                    raise ShardServiceError(f"shard service {method} failed: {e.code().name}: {e.details()}") from None
+                    raise error_for(e.code().name,
+                                    f"shard service {method} failed: {e.code().name}: {e.details()}") from None
                 logger.info("Shard service unreachable (%s); retrying %s.", e.code().name, method)
                 time.sleep(0.5)
 

@@ -45,6 +45,7 @@ from elastimator.elastic.shards import (
     Drained,
     Failed,
     Finished,
+    LeaseTakenBackError,
     ShardBook,
     ShardServiceError,
 )
@@ -277,7 +278,7 @@ class ShardFeed:
         return acknowledged
 
     def _refused(self, error: ShardServiceError, shard_id: int, lease: int) -> None:
-        if "held by" not in str(error):
+        if not isinstance(error, LeaseTakenBackError):
             raise error
         with self._lock:
             self._abandoned.add(lease)

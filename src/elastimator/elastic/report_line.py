@@ -67,7 +67,7 @@ import threading
 from typing import Callable
 
 from elastimator.elastic.report_ring import ReportRing, RingReader
-from elastimator.elastic.shards import TOKEN_REFUSED, ShardServiceError
+from elastimator.elastic.shards import TOKEN_REFUSED, ShardServiceError, error_for
 
 logger = logging.getLogger("elastimator")
 
@@ -290,7 +290,7 @@ class ReportLineServer:
         try:
             return self._handle(method, request)
         except ShardServiceError as e:
-            return {"error": f"{e.status}: {e}"}
+            return {"error": f"{e.status}: {e}", "status": e.status}
 
 
 class ReportLine:
@@ -369,7 +369,7 @@ class ReportLine:
             self._read += 1
         reply = self._unclaimed.pop(number)
         if "error" in reply:
-            raise ShardServiceError(f"shard service {method} failed: {reply['error']}")
+            raise error_for(reply.get("status", ""), f"shard service {method} failed: {reply['error']}")
         return reply
 
     def _broke(self, error: Exception):

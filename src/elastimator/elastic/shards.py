@@ -45,13 +45,29 @@ _STATE_VERSION = 2
 
 
 class ShardServiceError(ElastimatorError, ValueError):
-    """A request the shard book cannot honour (unknown data set, foreign shard, ...)."""
+    """A request the shard book cannot honour (foreign shard, malformed field, ...)."""
 
-    @property
-    def status(self) -> str:
-        """The gRPC status name a transport answers it with: NOT_FOUND for an unknown data set, else
-        FAILED_PRECONDITION."""
-        return "NOT_FOUND" if "unknown data set" in str(self) else "FAILED_PRECONDITION"
+    status = "FAILED_PRECONDITION"
+    """The gRPC status name a transport answers it with; the client raises the same class from it (`error_for`)."""
+
+
+class UnknownDataSetError(ShardServiceError):
+    """A call names a data set the service has not registered."""
+
+    status = "NOT_FOUND"
+
+
+class LeaseTakenBackError(ShardServiceError):
+    """A report of a shard the worker no longer holds: the service took its lease back (a rewind, or the worker
+    was silent too long) and the shard's records went back with it."""
+
+    status = "ABORTED"
+
+
+def error_for(status: str, message: str) -> ShardServiceError:
+    """The error a client raises for a refusal the service answered with gRPC status name `status`."""
+    kinds = {kind.status: kind for kind in (UnknownDataSetError, LeaseTakenBackError)}
+    return kinds.get(status, ShardServiceError)(message)
 
 
 TOKEN_REFUSED = "missing or wrong job token; pass the job's token (ELASTIMATOR_JOB_TOKEN)."
@@ -243,7 +259,7 @@ class ShardBook:
         try:
             return self._datasets[name]
         except KeyError:
-            raise ShardServiceError(
+            raise UnknownDataSetError(
                 f"unknown data set {name!r}; registered: {sorted(self._datasets)}.") from None
 
     # --- the worker protocol ---------------------------------------------------------------------
@@ -306,7 +322,7 @@ class ShardBook:
         shard = dataset.doing.get(shard_id)
         if shard is None or shard.owner != worker or (lease is not None and lease != shard.lease):
             owner = "nobody" if shard is None else f"worker {shard.owner!r} (lease {shard.lease})"
-            raise ShardServiceError(
+            raise LeaseTakenBackError(
                 f"worker {worker!r} reported shard {shard_id} (lease {lease}) of {name!r}, which is held by {owner}.")
         if not is_int(consumed, minimum=0):
             raise ShardServiceError(f"consumed must be an int >= 0; got {consumed!r}.")
