@@ -33,8 +33,9 @@ import threading
 import time
 from typing import Callable, TextIO
 
+from elastimator._network import reachable
 from elastimator.cluster import autoscale, supervision
-from elastimator.cluster.plan import EVALUATOR_ENV, ClusterPlan, Task, reachable
+from elastimator.cluster.plan import EVALUATOR_ENV, ClusterPlan, Task
 from elastimator.cluster.private_network import private_network
 from elastimator.errors import ClusterError
 from elastimator.job import progress_file

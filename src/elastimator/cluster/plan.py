@@ -23,16 +23,6 @@ evaluator task and "0" when it has none; TF_CONFIG cannot say. Without an evalua
 exports once training ends, as `elastimator run` does."""
 
 
-def reachable(address: str, timeout_secs: float = 1.0) -> bool:
-    """Whether a "host:port" accepts TCP connections now."""
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_secs):
-            return True
-    except OSError:
-        return False
-
-
 def _bindable(host: str, port: int) -> bool:
     with socket.socket() as probe:
         try:

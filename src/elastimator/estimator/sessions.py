@@ -7,7 +7,7 @@ import time
 
 import tensorflow as tf
 
-from elastimator.cluster.plan import reachable
+from elastimator._network import reachable
 from elastimator.errors import ClusterError
 from elastimator.estimator import checkpoints
 
@@ -99,3 +99,4 @@ def wait_for_tasks(config, job: str, timeout_secs: float, log_every_secs: float 
             logger.info("Waiting for %s to accept connections (%.0fs left).", ", ".join(missing), deadline - now)
             next_log = now + log_every_secs
         time.sleep(0.2)
+

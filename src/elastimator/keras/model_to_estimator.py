@@ -23,8 +23,7 @@ from elastimator.estimator.estimator import Estimator
 from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.estimator.spec import EstimatorSpec, tf_variable
 from elastimator.export.outputs import PredictOutput
-from elastimator.keras.optimizers import optimizer_factory
-from elastimator.premade import optimizers
+from elastimator import optimizers
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +60,7 @@ def model_to_estimator(keras_model=None, keras_model_path: str | None = None, cu
         custom_objects: Custom layers, losses and metrics needed to rebuild the model from its config.
         model_dir, config, warm_start_from: As for `Estimator`.
         metric_names_map: Renames compiled metrics in evaluation results (`{"accuracy": "acc"}`).
-        optimizer: An optimizer (or name; see `elastimator.premade.optimizers`) to use instead of the
+        optimizer: An optimizer (or name; see `elastimator.optimizers`) to use instead of the
             compiled one.
 
     Returns:
@@ -112,7 +111,7 @@ def _blueprint(model, custom_objects, metric_names_map, optimizer) -> _Blueprint
     if optimizer is not None:
         factory = optimizers.prepare(optimizer)
     elif kmodule is keras:
-        factory = optimizer_factory(model.optimizer)
+        factory = optimizers.optimizer_factory(model.optimizer)
     else:
         factory = optimizers.prepare(model.optimizer)  # tf-keras: its legacy twin, as tf.estimator 2.15 used
     return _Blueprint(

@@ -16,7 +16,7 @@ from elastimator.premade.head import Head
 from elastimator.premade.keys import MetricKeys, PredictionKeys, SignatureKeys
 from elastimator.premade.linear import LinearClassifier, LinearEstimator, LinearRegressor
 from elastimator.premade.multi_head import MultiHead
-from elastimator.premade.optimizers import get_optimizer_instance
+from elastimator.optimizers import get_optimizer_instance
 from elastimator.premade.regression import LogisticRegressionHead, PoissonRegressionHead, RegressionHead
 from elastimator.premade.wide_deep import (
     DNNLinearCombinedClassifier,

@@ -19,7 +19,7 @@ from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.premade.classification import BinaryClassHead, MultiClassHead
 from elastimator.premade.features import check_features
 from elastimator.premade.head import Head
-from elastimator.premade import optimizers
+from elastimator import optimizers
 from elastimator.premade.regression import RegressionHead
 
 
@@ -30,7 +30,7 @@ class Part:
     scope: str | None
     """Variable scope whose trainable variables this optimizer updates; None: every trainable variable."""
     optimizer: Any
-    """A name from `OPTIMIZERS`, an optimizer object, or a callable returning one (premade/optimizers.py)."""
+    """A name from `OPTIMIZERS`, an optimizer object, or a callable returning one (elastimator.optimizers)."""
     learning_rate: float
     """Learning rate when `optimizer` is a name."""
 

@@ -14,10 +14,11 @@ from typing import Any, Callable, Iterable, Mapping
 
 import tensorflow as tf
 
+from elastimator import optimizers
 from elastimator.errors import ConfigError, HeadError
 from elastimator.estimator.mode_keys import ModeKeys
 from elastimator.estimator.spec import EstimatorSpec
-from elastimator.premade import head_metrics, optimizers
+from elastimator.premade import head_metrics
 from elastimator.premade.keys import MetricKeys
 
 _Reduction = tf.compat.v1.losses.Reduction

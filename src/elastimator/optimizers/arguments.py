@@ -25,6 +25,7 @@ from typing import Any, Callable
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
+from elastimator.optimizers.keras3 import optimizer_factory
 
 _v1 = tf.compat.v1.train
 
@@ -66,8 +67,6 @@ def prepare(optimizer: Any) -> Any:
     if kind is None:
         return optimizer
     if kind == "keras":
-        from elastimator.keras.optimizers import optimizer_factory  # pylint: disable=import-outside-toplevel
-
         return optimizer_factory(optimizer, where="optimizer")
     if kind == "tf_keras":
         import tf_keras  # pylint: disable=import-outside-toplevel

@@ -1,0 +1,8 @@
+"""`elastimator.optimizers`: the `optimizer=` arguments estimators take (names, v1 optimizers, Keras optimizers,
+factories), as tf.estimator 2.15 took them, made into what trains a v1 graph. The canned estimators, heads and
+`model_to_estimator` all take them from here."""
+
+from elastimator.optimizers.arguments import OPTIMIZERS, get_optimizer_instance, is_graph_optimizer, minimize, prepare
+from elastimator.optimizers.keras3 import optimizer_factory
+
+__all__ = ["OPTIMIZERS", "get_optimizer_instance", "is_graph_optimizer", "minimize", "optimizer_factory", "prepare"]
