@@ -10,6 +10,7 @@ import tensorflow as tf
 import elastimator as est
 from elastimator.data import Column, DataSetInput, DataSetSpec, FileReader
 from elastimator.elastic.feed import ShardFeed, ShardReportHook
+from elastimator.elastic.sharded_input import ShardedInput
 from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.client import ShardClient
 from elastimator.elastic.service import ShardServer, ShardService
@@ -165,7 +166,7 @@ def test_batches_of_a_lease_taken_back_while_they_waited_are_not_trained(server,
     # The rewound shards come back to this process's input, or, where it had already been told that every
     # shard was out, to its next training (as a re-created session's input would ask again).
     for hooks in ([rewind], []):
-        estimator.train(DataSetInput(spec, feed=feed), hooks=[ShardReportHook.step_hook(feed), *hooks])
+        estimator.train(ShardedInput(spec, feed), hooks=[ShardReportHook.step_hook(feed), *hooks])
     trained = estimator.get_variable_value("trained")
     assert rewind.before.sum() == 5 * steps_per_execution  # the first call's batches, trained before the rewind
     # those once more after it, every other record once
@@ -277,7 +278,7 @@ def test_a_malformed_record_of_an_elastic_input_is_named_by_its_file_and_line(tm
     spec = DataSetSpec(reader=FileReader(str(tmp_path / "*.csv")), columns=columns, batch_size=5, max_bad_records=5)
     feed = ShardFeed(ShardClient.in_process(ShardService(TOKEN), "w0"),
                      ShardingSpec(name="train", size=40, shard_size=20), heartbeat_secs=60).start()
-    data = DataSetInput(spec, feed=feed)
+    data = ShardedInput(spec, feed)
     try:
         assert sum(1 for _ in data()) == 8
     finally:
@@ -297,7 +298,7 @@ def test_an_elastic_input_reads_several_batches_at_once_and_tags_each(tmp_path):
                      ShardingSpec(name="train", size=13, shard_size=10), heartbeat_secs=60).start()
     try:
         batches = [(element.features["id"].numpy().tolist(), element.step_outputs[SHARD_TAG].numpy().tolist())
-                   for element in DataSetInput(spec, feed=feed)()]
+                   for element in ShardedInput(spec, feed)()]
     finally:
         feed.stop()
     # Shards [0, 10) and [10, 13), in either order; batches of 3 from each shard's start, [6, 9) spanning both files.

@@ -38,7 +38,7 @@ def test_shards_wait_after_a_resume_until_the_chief_opens_the_service(tmp_path):
 
 def test_a_report_hook_needs_an_input_that_declares_shard_tags():
     feed = ShardFeed(ShardClient.in_process(ShardService(TOKEN), "w0"), ShardingSpec(name="t", size=4, shard_size=2))
-    with pytest.raises(ReaderError, match="the input declares no shard tags; use a DataSetInput with a ShardFeed"):
+    with pytest.raises(ReaderError, match="the input declares no shard tags; use a ShardedInput of the ShardFeed"):
         ShardReportHook(feed, TrainingStep(loss=None, global_step=None, outputs={}))
 
 

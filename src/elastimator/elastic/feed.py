@@ -314,7 +314,7 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
 
     def __init__(self, feed: ShardFeed, step: TrainingStep):
         if SHARD_TAG not in step.outputs:
-            raise ReaderError("ShardReportHook: the input declares no shard tags; use a DataSetInput with a "
+            raise ReaderError("ShardReportHook: the input declares no shard tags; use a ShardedInput of the "
                               "ShardFeed.")
         self._feed = feed
         self._tags = step.outputs[SHARD_TAG]

@@ -19,6 +19,7 @@ import tensorflow as tf
 from elastimator.cluster.plan import EVALUATOR_ENV
 from elastimator.data.dataset import DataSetInput, serving_input_receiver_fn
 from elastimator.elastic.feed import ServiceConfig, ShardFeed, ShardReportHook, ShardRestoreHook, ShardSealListener
+from elastimator.elastic.sharded_input import ShardedInput
 from elastimator.elastic.client import ShardClient
 from elastimator.elastic.service import ShardServer, serve
 from elastimator.elastic.shards import ShardingSpec
@@ -202,7 +203,7 @@ def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: b
     elastic = None
     if service is not None and config.task_type not in (TaskType.PS, TaskType.EVALUATOR):
         elastic = _elastic(conf, config, service)
-    train = DataSetInput(conf.train_set, feed=elastic.feed if elastic else None)
+    train = ShardedInput(conf.train_set, elastic.feed) if elastic else DataSetInput(conf.train_set)
     evaluation = DataSetInput(conf.eval_set) if conf.eval_set is not None else None
     inputs = [d for d in (train, evaluation) if d is not None]
     if config.task_type != TaskType.PS:
