@@ -149,7 +149,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run(args) -> int:
     from elastimator.estimator.tf_config import LOCAL_JOB_TF_CONFIG
-    from elastimator.job import data_report
+    from elastimator.job import data_quality
     from elastimator.job.conf import load_conf
     from elastimator.job.executor import run_job
     from elastimator.job.inspect_dir import inspect_model_dir, metrics_rows, table
@@ -166,7 +166,7 @@ def _run(args) -> int:
     # What this run exported, or (a resumed run with nothing left to train) the newest export of each exporter.
     exports = result.exports or [paths[-1] for paths in inspect_model_dir(result.model_dir).exports.values()]
     rows += [("export", path) for path in exports]
-    rows += data_report.rows(result.data_sets)
+    rows += data_quality.rows(result.data_sets)
     print(f"\njob {conf.name} finished\n" + table(rows))
     return 0
 
@@ -211,9 +211,9 @@ def _inspect(args) -> int:
 
 
 def _report(args) -> int:
-    from elastimator.job.report import write_report
+    from elastimator.job.metrics_chart import write_chart
 
-    print(write_report(args.model_dir, args.output))
+    print(write_chart(args.model_dir, args.output))
     return 0
 
 

@@ -9,7 +9,7 @@ import tensorflow as tf
 from elastimator.data import ElasticReader
 from elastimator.elastic.client import ShardClient
 from elastimator.elastic.feed import ShardFeed, ShardReportHook
-from elastimator.elastic.reporter import Reporter
+from elastimator.elastic.report_queue import ReportQueue
 from elastimator.elastic.service import ShardService
 from elastimator.elastic.shards import SHARD_TAG, ShardingSpec, ShardServiceError
 from elastimator.estimator import training_step
@@ -96,7 +96,7 @@ def test_reports_go_out_in_order_each_acknowledged_before_the_next_and_a_failure
 
         return acknowledged
 
-    reporter = Reporter(start)
+    reporter = ReportQueue(start)
     reporter.put([(1, 0, 0, 2), (2, 0, 2, 2)])
     reporter.put([(0, 0, 4, 2)])
     assert events == [("sent", 1)]  # put sends the first at once; the next waits for its acknowledgement
@@ -115,7 +115,7 @@ def test_a_report_that_cannot_be_sent_fails_the_next_settle_not_the_put():
     def start(report):
         raise ConnectionError("no route to the shard service")
 
-    reporter = Reporter(start)
+    reporter = ReportQueue(start)
     reporter.put([(1, 0, 0, 2)])
     with pytest.raises(ConnectionError, match="no route"):
         reporter.settle()

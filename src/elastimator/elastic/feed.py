@@ -37,7 +37,7 @@ from elastimator.data import reader as readers
 from elastimator.data.parsing import BAD_RECORDS_HINT
 from elastimator.elastic import report_ring
 from elastimator.elastic.client import ShardClient
-from elastimator.elastic.reporter import Reporter
+from elastimator.elastic.report_queue import ReportQueue
 from elastimator.elastic.shards import (
     SHARD_TAG,
     Assigned,
@@ -136,7 +136,7 @@ class ShardFeed:
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
         self._reported = False
-        self._reporter: Reporter | None = None
+        self._reporter: ReportQueue | None = None
         self._generation = 0
         """Counts the input's iterators: one that a newer one replaced must not keep shards."""
 
@@ -248,10 +248,10 @@ class ShardFeed:
             refused = [lease for lease in self._abandoned if floor is None or ShardBook.is_current(lease, floor)]
         return (report_ring.NO_FLOOR if floor is None else floor), refused
 
-    def reporter(self) -> Reporter:
+    def reporter(self) -> ReportQueue:
         """A training's reporter: what it puts goes out in its steps, and while this feed's input waits for
         shards (no step may come until another worker's shard is done, and that may wait for this one's)."""
-        self._reporter = Reporter(self._start_report)
+        self._reporter = ReportQueue(self._start_report)
         return self._reporter
 
     def _start_report(self, report: tuple[int, int, int, int]) -> Callable[[], None]:
@@ -299,7 +299,7 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
     row per step of the call, from the write gate's check (one step per call) or by fetching them, and sends
     their reports as the call ends. The next call's gate, as the call takes its batch, waits until they are
     acknowledged, beside the forward pass, and the call's writes wait for the gate (write_gate,
-    elastic/reporter.py); a step whose batch the service took back meanwhile is withdrawn before it writes
+    elastic/report_queue.py); a step whose batch the service took back meanwhile is withdrawn before it writes
     anything. Where the trainer has a report ring (on the service's machine, one step per call), its reports
     go there: a report in the ring needs no acknowledgement, so the host checks before each call only that no
     seal holds the writes (or waits), and the gate is graph ops on the batch's lease and the lease floor: no

@@ -28,7 +28,7 @@ from elastimator.estimator import checkpoints
 from elastimator.estimator.estimator import Estimator
 from elastimator.estimator.run_config import RunConfig, TaskType
 from elastimator.estimator.training_step import StepHook
-from elastimator.job import data_report
+from elastimator.job import data_quality
 from elastimator.job.conf import ExporterConf, JobConf
 from elastimator.job.progress import ProgressHook, progress_file_hook
 from elastimator.training.exporters import Exporter
@@ -241,9 +241,9 @@ def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: b
                 elastic.server.drain(timeout_secs=max(60.0, 3 * elastic.server.service.worker_timeout_secs))
                 elastic.server.stop()
     step = checkpoints.global_step_of(estimator.latest_checkpoint())
-    report = data_report.of_inputs(inputs)
+    report = data_quality.of_inputs(inputs)
     if config.task_type != TaskType.PS:
-        data_report.write(estimator.model_dir, _task_name(config), report)
+        data_quality.write(estimator.model_dir, _task_name(config), report)
     return JobResult(model_dir=estimator.model_dir, global_step=step, metrics=metrics,
                      exports=[p.decode() if isinstance(p, bytes) else p for p in exports], data_sets=report)
 

@@ -14,8 +14,9 @@ import tensorflow as tf
 from elastimator.embedding.variable import ids_in_checkpoint
 from elastimator.errors import ModelDirError
 from elastimator.estimator import checkpoints
-from elastimator.job import data_report
-from elastimator.training.exporters import exports_in, read_eval_events
+from elastimator.job import data_quality
+from elastimator.training.eval_events import read_eval_events
+from elastimator.training.exporters import exports_in
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,7 +28,7 @@ class ModelDirSummary:
     exports: dict[str, list[str]]
     training_done: dict | None
     data_sets: dict[str, dict] = dataclasses.field(default_factory=dict)
-    """Per data set, added up over processes: bad records skipped, empty fields filled (job/data_report.py)."""
+    """Per data set, added up over processes: bad records skipped, empty fields filled (job/data_quality.py)."""
     embedding_ids: dict[str, int] = dataclasses.field(default_factory=dict)
     """Per embedding variable, the ids the latest checkpoint holds a row for."""
 
@@ -51,7 +52,7 @@ def inspect_model_dir(model_dir: str) -> ModelDirSummary:
     done = json.load(open(done_path)) if os.path.exists(done_path) else None
     ids = ids_in_checkpoint(found[-1][1]) if found else {}
     return ModelDirSummary(model_dir, found, evaluations, {k: v for k, v in exports.items() if v}, done,
-                           data_report.read(model_dir), ids)
+                           data_quality.read(model_dir), ids)
 
 
 def table(rows: list[tuple[str, str]]) -> str:
@@ -78,7 +79,7 @@ def job_rows(summary: ModelDirSummary) -> list[tuple[str, str]]:
         rows.append((f"last evaluation ({name}/)", f"step {metrics.get('global_step')}"))
         rows += metrics_rows(metrics)
     rows += [(f"export ({name})", paths[-1]) for name, paths in summary.exports.items()]
-    return rows + data_report.rows(summary.data_sets)
+    return rows + data_quality.rows(summary.data_sets)
 
 
 def render(summary: ModelDirSummary) -> str:
@@ -105,5 +106,5 @@ def render(summary: ModelDirSummary) -> str:
         lines.append(table([(name, str(n)) for name, n in sorted(summary.embedding_ids.items())]))
     if summary.data_sets:
         lines.append("data (all processes, last run of each):")
-        lines.append(table(data_report.rows(summary.data_sets)))
+        lines.append(table(data_quality.rows(summary.data_sets)))
     return "\n".join(lines)

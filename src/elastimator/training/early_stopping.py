@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from elastimator.errors import ConfigError
 from elastimator.estimator import multi_step
-from elastimator.training.exporters import read_eval_events
+from elastimator.training.eval_events import read_eval_events
 
 logger = logging.getLogger("elastimator")
 _FLAG_NAME = "signal_early_stopping/stop"

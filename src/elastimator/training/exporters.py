@@ -9,7 +9,6 @@ the final evaluation re-evaluates the newest checkpoint).
 from __future__ import annotations
 
 import abc
-import glob
 import inspect
 import json
 import logging
@@ -21,6 +20,7 @@ from typing import Callable, Mapping
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
+from elastimator.training.eval_events import read_eval_events
 
 logger = logging.getLogger("elastimator")
 ORIGIN_FILE = "elastimator_origin.json"
@@ -161,22 +161,6 @@ def _check_compare_fn(compare_fn) -> None:
             "BestExporter: compare_fn must take exactly two arguments named best_eval_result and "
             f"current_eval_result, and return True when the current result is better; got arguments {names}."
         )
-
-
-def read_eval_events(pattern: str) -> dict[int, dict[str, float]]:
-    """Scalar evaluation results by global step, from event files matching `pattern`."""
-    results: dict[int, dict[str, float]] = {}
-    for path in sorted(glob.glob(pattern)):
-        try:
-            for event in tf.compat.v1.train.summary_iterator(path):
-                values = {v.tag: v.simple_value for v in event.summary.value if v.HasField("simple_value")}
-                if values:
-                    results.setdefault(event.step, {}).update(values)
-        except tf.errors.DataLossError:
-            logger.warning("Event file %s ends in a truncated record; using the records before it.", path)
-    for step, values in results.items():
-        values["global_step"] = step
-    return results
 
 
 class BestExporter(_SavedModelExporter):

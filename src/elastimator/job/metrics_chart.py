@@ -7,7 +7,7 @@ import os
 
 from elastimator.errors import ModelDirError
 from elastimator.job.output_file import temporary_path_for
-from elastimator.training.exporters import read_eval_events
+from elastimator.training.eval_events import read_eval_events
 
 
 def _series(pattern: str) -> dict[str, list[tuple[int, float]]]:
@@ -34,7 +34,7 @@ def readable_limits(values, min_span_fraction: float = 0.1) -> tuple[float, floa
     return lo, hi
 
 
-def write_report(model_dir: str, output: str | None = None) -> str:
+def write_chart(model_dir: str, output: str | None = None) -> str:
     """Plots `loss` (and steps/s) from training events and every eval metric; returns the PNG path.
 
     Raises:

@@ -28,7 +28,7 @@ Acknowledgement = Callable[[], None]
 """Waits until the service has counted a report sent; raises what the service or the transport raised."""
 
 
-class Reporter:
+class ReportQueue:
     """Sends reports with `start(report)`, one at a time, in the order they were put.
 
     Args:

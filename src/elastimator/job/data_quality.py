@@ -12,6 +12,7 @@ import os
 from typing import Mapping, Sequence
 
 REPORT_DIR = "data_report"
+"""Where in a model_dir the per-process files go (the name model_dirs written before this module was renamed use)."""
 
 
 def entry(bad_records: int, filled_fields: Mapping[str, int]) -> dict:
