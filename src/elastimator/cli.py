@@ -148,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args) -> int:
-    from elastimator.estimator.tf_config import LOCAL_JOB_TF_CONFIG
+    from elastimator.estimator import LOCAL_JOB_TF_CONFIG
     from elastimator.job import data_quality
     from elastimator.job.conf import load_conf
     from elastimator.job.executor import run_job

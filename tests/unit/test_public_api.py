@@ -57,3 +57,25 @@ def test_errors_share_one_base_and_keep_tf_estimator_builtin_types():
 def test_mode_keys_have_tf_estimator_values():
     assert (elastimator.ModeKeys.TRAIN, elastimator.ModeKeys.EVAL, elastimator.ModeKeys.PREDICT) == (
         "train", "eval", "infer")
+
+
+def test_the_engine_has_one_face_and_looks_at_nothing_above_it():
+    """Outside `estimator/`, code imports the engine from `elastimator.estimator` (its face), never from its
+    modules; the engine imports none of the packages built on it."""
+    import pathlib  # pylint: disable=import-outside-toplevel
+    import re  # pylint: disable=import-outside-toplevel
+
+    import elastimator.estimator  # pylint: disable=import-outside-toplevel
+
+    source = pathlib.Path(elastimator.__file__).parent
+    above = ("premade", "keras", "tpu", "training", "job", "elastic", "cluster", "data", "compat", "cli")
+    reaching_in, looking_up = [], []
+    for path in source.rglob("*.py"):
+        text = path.read_text()
+        inside = path.parent.name == "estimator"
+        if not inside and re.search(r"^\s*from elastimator\.estimator\.\w+ import", text, re.M):
+            reaching_in.append(str(path.relative_to(source)))
+        if inside and re.search(rf"^\s*(from|import) elastimator\.({'|'.join(above)})\b", text, re.M):
+            looking_up.append(str(path.relative_to(source)))
+    assert not reaching_in and not looking_up
+    assert {"Estimator", "CheckpointDir", "StepHook"} <= set(dir(elastimator.estimator))

@@ -50,8 +50,7 @@ from elastimator.elastic.shards import (
     ShardServiceError,
 )
 from elastimator.errors import ReaderError
-from elastimator.estimator import checkpoints, write_gate
-from elastimator.estimator.training_step import StepHook, TrainingStep
+from elastimator.estimator import CheckpointDir, StepHook, TrainingStep, gate_writes
 
 logger = logging.getLogger("elastimator")
 ENV_ADDRESS = "ELASTIMATOR_SHARD_SERVICE"
@@ -338,7 +337,7 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
             # The gate runs as the call takes its batch, beside the forward pass: it waits there for the
             # acknowledgement of the reports the previous call sent as it ended, and the writes wait for it.
             ring = feed.client.report_ring
-            gate = write_gate.gate_writes(step.train_op, self._may_write, tensors=[self._tags],
+            gate = gate_writes(step.train_op, self._may_write, tensors=[self._tags],
                                           name="shard_reports/settled",
                                           fast=self._lease_check if ring is not None else None)
             self._gated = gate.holds_writes
@@ -465,10 +464,9 @@ class ShardRestoreHook(tf.compat.v1.train.SessionRunHook):
         self._client.open()
 
     def _rewind(self, when: str) -> bool:
-        latest = checkpoints.latest_checkpoint(self._model_dir)
-        if latest is None:
+        step = CheckpointDir(self._model_dir).newest_saved_step()
+        if step is None:
             return False
-        step = checkpoints.step_of_path(latest)
         try:
             self._client.restore(step)
         except ShardServiceError as e:

@@ -59,7 +59,7 @@ from elastimator.elastic.shards import (
     ShardServiceError,
     TOKEN_REFUSED,
 )
-from elastimator.estimator import checkpoints
+from elastimator.estimator import CheckpointDir
 
 logger = logging.getLogger("elastimator")
 SERVICE = "elastimator.ShardService"
@@ -499,6 +499,5 @@ def serve(model_dir: str, token: str, host: str = "127.0.0.1", port: int = 0, wo
           keep_seals: int | None = 10, report_port: int | None = 0) -> ShardServer:
     """Starts a job's shard service, resumed from the seal of model_dir's newest checkpoint (if any)."""
     service = ShardService(token, SealStore(model_dir, keep=keep_seals), worker_timeout_secs=worker_timeout_secs)
-    latest = checkpoints.latest_checkpoint(model_dir)
-    service.resume(checkpoints.step_of_path(latest) if latest else None)
+    service.resume(CheckpointDir(model_dir).newest_saved_step())
     return ShardServer(service, host=host, port=port, report_port=report_port).start()

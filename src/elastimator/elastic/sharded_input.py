@@ -18,7 +18,7 @@ from elastimator.data.parsing import RecordParser
 from elastimator.elastic.feed import ShardFeed
 from elastimator.elastic.shards import SHARD_TAG
 from elastimator.errors import ReaderError
-from elastimator.estimator.training_step import StepInput
+from elastimator.estimator import StepInput
 from elastimator.inputs.python_source import from_python
 
 _ELASTIC_READ_BYTES = 4 << 20

@@ -1,7 +1,12 @@
-"""Checkpoints in a model_dir: finding, validating, reading and writing them."""
+"""Checkpoints in a model_dir: finding, validating, reading and writing them.
+
+`CheckpointDir` is what the rest of elastimator asks ("where do I resume?", "which step is saved?"); the
+functions below it are its parts, and the engine's own.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import re
@@ -13,6 +18,60 @@ from elastimator.errors import CheckpointError, ModelDirError
 
 logger = logging.getLogger("elastimator")
 CHECKPOINT_PREFIX = "model.ckpt"
+
+
+@dataclasses.dataclass(frozen=True)
+class ResumePoint:
+    """Where training resumes: the newest intact checkpoint (None: from scratch) and the global step it holds."""
+
+    checkpoint: str | None
+    step: int
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointDir:
+    """The checkpoints of one model_dir."""
+
+    path: str
+
+    def newest(self) -> str | None:
+        """The newest checkpoint that reads whole (a damaged newer one is skipped, with a warning), or None."""
+        return latest_checkpoint(self.path)
+
+    def resume_point(self) -> ResumePoint:
+        """The newest intact checkpoint and the global step stored in it (0 with none)."""
+        newest = self.newest()
+        return ResumePoint(newest, global_step_of(newest))
+
+    def newest_step(self) -> int:
+        """The global step stored in the newest intact checkpoint (0 with none)."""
+        return self.resume_point().step
+
+    def newest_saved_step(self) -> int | None:
+        """The step the newest intact checkpoint is named after (what the saver was told: the step a shard seal
+        was committed under), or None with no checkpoint."""
+        newest = self.newest()
+        return None if newest is None else step_of_path(newest)
+
+    def all(self) -> list[str]:
+        """Every checkpoint prefix, oldest first."""
+        return all_checkpoints(self.path)
+
+    def on_disk(self) -> list[tuple[int, str]]:
+        """(global step, prefix) of each checkpoint whose files are there, oldest first."""
+        return [(global_step_of(prefix), prefix) for prefix in self.all() if exists(prefix)]
+
+    def resolve(self, checkpoint_path: str | None, reading_for: str | None = None) -> str | None:
+        """`checkpoint_path` checked (a prefix or a directory), or the newest; with `reading_for` ("evaluating",
+        ...), a missing checkpoint is logged as a freshly initialized model used for that."""
+        if reading_for is None:
+            return resolve(checkpoint_path, self.path)
+        return resolve_for_reading(checkpoint_path, self.path, reading_for)
+
+    def repair(self) -> None:
+        """Chief, before training: moves an unreadable `checkpoint` state file aside and rewrites it."""
+        if tf.io.gfile.isdir(self.path):
+            repair_state_file(self.path)
 
 
 def check_model_dir(model_dir: str) -> str:

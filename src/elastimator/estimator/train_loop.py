@@ -110,10 +110,11 @@ def train(
                 f"got {type(listener).__name__}."
             )
     model_dir, config = estimator.model_dir, estimator.config
-    if config.is_chief and tf.io.gfile.isdir(model_dir):
-        checkpoints.repair_state_file(model_dir)
-    latest = checkpoints.latest_checkpoint(model_dir)
-    restored_step = checkpoints.global_step_of(latest)
+    directory = checkpoints.CheckpointDir(model_dir)
+    if config.is_chief:
+        directory.repair()
+    resume = directory.resume_point()
+    latest, restored_step = resume.checkpoint, resume.step
     if max_steps is not None and restored_step >= max_steps:
         logger.info("Skipping training: global step %d of %s has reached max_steps=%d.",
                     restored_step, latest, max_steps)

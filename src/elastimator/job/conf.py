@@ -25,7 +25,7 @@ from elastimator._validate import is_int
 from elastimator.data.dataset import DataSetSpec
 from elastimator.data.file_reader import FileReader
 from elastimator.errors import ConfError, ConfigError, ElastimatorError
-from elastimator.estimator.estimator import Estimator
+from elastimator.estimator import Estimator
 from elastimator.training.exporters import BestExporter, Exporter, FinalExporter, LatestExporter, loss_smaller
 
 logger = logging.getLogger("elastimator")

@@ -24,10 +24,7 @@ from elastimator.elastic.client import ShardClient
 from elastimator.elastic.service import ShardServer, serve
 from elastimator.elastic.shards import ShardingSpec
 from elastimator.errors import ConfError, ExportError
-from elastimator.estimator import checkpoints
-from elastimator.estimator.estimator import Estimator
-from elastimator.estimator.run_config import RunConfig, TaskType
-from elastimator.estimator.training_step import StepHook
+from elastimator.estimator import CheckpointDir, Estimator, RunConfig, StepHook, TaskType
 from elastimator.job import data_quality
 from elastimator.job.conf import ExporterConf, JobConf
 from elastimator.job.progress import ProgressHook, progress_file_hook
@@ -240,7 +237,7 @@ def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: b
             if elastic.server is not None:
                 elastic.server.drain(timeout_secs=max(60.0, 3 * elastic.server.service.worker_timeout_secs))
                 elastic.server.stop()
-    step = checkpoints.global_step_of(estimator.latest_checkpoint())
+    step = CheckpointDir(estimator.model_dir).newest_step()
     report = data_quality.of_inputs(inputs)
     if config.task_type != TaskType.PS:
         data_quality.write(estimator.model_dir, _task_name(config), report)

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from elastimator.embedding.variable import ids_in_checkpoint
 from elastimator.errors import ModelDirError
-from elastimator.estimator import checkpoints
+from elastimator.estimator import CheckpointDir
 from elastimator.job import data_quality
 from elastimator.training.eval_events import read_eval_events
 from elastimator.training.exporters import exports_in
@@ -41,7 +41,7 @@ def inspect_model_dir(model_dir: str) -> ModelDirSummary:
     """
     if not tf.io.gfile.isdir(model_dir):
         raise ModelDirError(f"model_dir {model_dir!r} does not exist or is not a directory.")
-    found = [(checkpoints.global_step_of(p), p) for p in checkpoints.all_checkpoints(model_dir) if checkpoints.exists(p)]
+    found = CheckpointDir(model_dir).on_disk()
     evaluations = {}
     for eval_dir in sorted(glob.glob(os.path.join(model_dir, "eval*"))):
         results = read_eval_events(os.path.join(eval_dir, "*.tfevents.*"))

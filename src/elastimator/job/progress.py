@@ -10,7 +10,7 @@ from typing import TextIO
 
 import tensorflow as tf
 
-from elastimator.estimator.training_step import StepHook, TrainingStep
+from elastimator.estimator import StepHook, TrainingStep
 from elastimator.job import progress_file
 
 logger = logging.getLogger("elastimator")

@@ -19,9 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from elastimator.errors import ConfigError, InputFnError
-from elastimator.estimator.estimator import Estimator
-from elastimator.estimator.mode_keys import ModeKeys
-from elastimator.estimator.spec import EstimatorSpec, tf_variable
+from elastimator.estimator import Estimator, EstimatorSpec, ModeKeys, tf_variable
 from elastimator.export.outputs import PredictOutput
 from elastimator import optimizers
 

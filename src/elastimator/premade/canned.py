@@ -14,8 +14,7 @@ from typing import Any, Callable, Sequence
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
-from elastimator.estimator.estimator import Estimator
-from elastimator.estimator.mode_keys import ModeKeys
+from elastimator.estimator import Estimator, ModeKeys
 from elastimator.premade.classification import BinaryClassHead, MultiClassHead
 from elastimator.premade.features import check_features
 from elastimator.premade.head import Head

@@ -16,8 +16,7 @@ import tensorflow as tf
 
 from elastimator import optimizers
 from elastimator.errors import ConfigError, HeadError
-from elastimator.estimator.mode_keys import ModeKeys
-from elastimator.estimator.spec import EstimatorSpec
+from elastimator.estimator import EstimatorSpec, ModeKeys
 from elastimator.premade import head_metrics
 from elastimator.premade.keys import MetricKeys
 

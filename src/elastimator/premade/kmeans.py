@@ -17,9 +17,7 @@ import tensorflow as tf
 from tensorflow.python.ops import clustering_ops  # TensorFlow's K-means graph builder (no public alias)
 
 from elastimator.errors import ConfigError, InputFnError
-from elastimator.estimator.estimator import Estimator
-from elastimator.estimator.mode_keys import ModeKeys
-from elastimator.estimator.spec import EstimatorSpec
+from elastimator.estimator import Estimator, EstimatorSpec, ModeKeys
 from elastimator.export.outputs import PredictOutput
 from elastimator.premade.features import check_columns, dense_input
 from elastimator.premade.keys import SignatureKeys

@@ -13,8 +13,7 @@ from typing import Callable, Mapping
 import tensorflow as tf
 
 from elastimator.errors import ConfigError, ModelFnError
-from elastimator.estimator import calls
-from elastimator.estimator.mode_keys import ModeKeys
+from elastimator.estimator import ModeKeys, fn_args
 from elastimator.premade.dnn import activation_of, check_dropout, check_hidden_units, dnn_logits
 from elastimator.premade.features import check_columns, dense_input, linear_logits
 
@@ -28,7 +27,7 @@ def call_logit_fn(logit_fn: Callable, features, mode, params, config):
     Raises:
         ModelFnError (a ValueError): when it returns anything else.
     """
-    accepted = calls.fn_args(logit_fn)
+    accepted = fn_args(logit_fn)
     offered = {"mode": mode, "params": params, "config": config}
     logits = logit_fn(features=features, **{name: value for name, value in offered.items() if name in accepted})
     if isinstance(logits, Mapping):

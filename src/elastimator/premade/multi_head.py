@@ -18,8 +18,7 @@ from typing import Mapping, Sequence
 import tensorflow as tf
 
 from elastimator.errors import ConfigError, HeadError
-from elastimator.estimator.mode_keys import ModeKeys
-from elastimator.estimator.spec import EstimatorSpec
+from elastimator.estimator import EstimatorSpec, ModeKeys
 from elastimator.export.outputs import PredictOutput
 from elastimator.premade import head_metrics
 from elastimator.premade.head import Head, _train_op

@@ -25,10 +25,7 @@ from tensorflow.python.framework import meta_graph as meta_graph_lib  # import w
 from tensorflow.python.saved_model import loader_impl
 
 from elastimator.errors import ConfigError, InputFnError
-from elastimator.estimator.estimator import Estimator
-from elastimator.estimator.exporting import TRAIN_OP_COLLECTION
-from elastimator.estimator.mode_keys import ModeKeys
-from elastimator.estimator.spec import EstimatorSpec
+from elastimator.estimator import Estimator, EstimatorSpec, ModeKeys, TRAIN_OP_COLLECTION
 
 _TAGS = {ModeKeys.TRAIN: "train", ModeKeys.EVAL: "eval", ModeKeys.PREDICT: "serve"}
 _SIGNATURES = {ModeKeys.TRAIN: ("train",), ModeKeys.EVAL: ("eval",), ModeKeys.PREDICT: ("serving_default", "predict")}

@@ -17,8 +17,7 @@ from typing import Mapping
 import tensorflow as tf
 
 from elastimator.errors import HeadError
-from elastimator.estimator.mode_keys import ModeKeys
-from elastimator.estimator.spec import EstimatorSpec
+from elastimator.estimator import EstimatorSpec, ModeKeys
 from elastimator.export.outputs import PredictOutput
 from elastimator.premade.head import ConcreteHead, Head
 from elastimator.premade.keys import PredictionKeys, SignatureKeys

@@ -11,7 +11,7 @@ from __future__ import annotations
 from elastimator._records import record_type
 from elastimator._validate import is_int
 from elastimator.errors import ConfigError
-from elastimator.estimator.run_config import RunConfig as _RunConfig
+from elastimator.estimator import RunConfig as _RunConfig
 
 
 class InputPipelineConfig:

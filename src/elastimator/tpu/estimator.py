@@ -16,10 +16,7 @@ from __future__ import annotations
 import logging
 from elastimator._validate import is_int
 from elastimator.errors import ConfigError, ModelFnError
-from elastimator.estimator import calls
-from elastimator.estimator.estimator import Estimator
-from elastimator.estimator.mode_keys import ModeKeys
-from elastimator.estimator.spec import EstimatorSpec
+from elastimator.estimator import Estimator, EstimatorSpec, ModeKeys, check_model_fn, fn_args
 from elastimator.tpu.config import RunConfig
 from elastimator.tpu.spec import TPUEstimatorSpec
 
@@ -74,7 +71,7 @@ class TPUEstimator(Estimator):
                 raise ConfigError(f"TPUEstimator: {name} must be a positive int or None; got {value!r}.")
         if model_fn is None:
             raise ModelFnError("TPUEstimator needs a model_fn.")
-        calls.check_model_fn(model_fn, params)
+        check_model_fn(model_fn, params)
         self._tpu_model_fn = model_fn
         self._batch_sizes = {ModeKeys.TRAIN: train_batch_size, ModeKeys.EVAL: eval_batch_size,
                              ModeKeys.PREDICT: predict_batch_size}
@@ -92,7 +89,7 @@ class TPUEstimator(Estimator):
     def _model_fn_off_tpu(self, features, labels, mode, params, config):
         params = dict(params, use_tpu=False)
         arguments = {"features": features, "labels": labels, "mode": mode, "params": params, "config": config}
-        accepted = calls.fn_args(self._tpu_model_fn)
+        accepted = fn_args(self._tpu_model_fn)
         spec = self._tpu_model_fn(**{name: value for name, value in arguments.items() if name in accepted})
         if isinstance(spec, TPUEstimatorSpec):
             return spec.as_estimator_spec()

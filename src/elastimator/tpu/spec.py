@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from elastimator._records import record_type
 from elastimator.errors import ModelFnError
-from elastimator.estimator.spec import EstimatorSpec
+from elastimator.estimator import EstimatorSpec
 
 _SUMMARY_WRITER_INIT = "_SUMMARY_WRITER_V2"
 _FIELDS = ("mode", "predictions", "loss", "train_op", "eval_metrics", "export_outputs", "scaffold_fn", "host_call",

@@ -16,7 +16,7 @@ from typing import Callable
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
-from elastimator.estimator import multi_step
+from elastimator.estimator import step_after_call
 from elastimator.training.eval_events import read_eval_events
 
 logger = logging.getLogger("elastimator")
@@ -50,7 +50,7 @@ class EarlyStoppingHook(tf.compat.v1.train.SessionRunHook):
         self._timer = tf.compat.v1.train.SecondOrStepTimer(every_secs=run_every_secs, every_steps=run_every_steps)
 
     def begin(self):
-        self._global_step = multi_step.step_after_call()
+        self._global_step = step_after_call()
         # Local, so it is never saved in (or restored from) a checkpoint; the chief
         # initializes it, workers only read it once the chief has.
         with tf.compat.v1.device(self._device):

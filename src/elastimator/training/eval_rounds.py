@@ -11,7 +11,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from elastimator.estimator import checkpoints
+from elastimator.estimator import CheckpointDir, checkpoint_damage, global_step_of
 from elastimator.training import exporters
 from elastimator.training.policies import EvalRecord
 from elastimator.training.specs import EvalSpec
@@ -81,7 +81,7 @@ def snapshot(checkpoint: str, directory: str) -> str | None:
 
     The chief keeps deleting old checkpoints (keep_checkpoint_max); evaluating a
     private snapshot means a fast-moving job cannot pull the files away mid-evaluation.
-    The snapshot is checked whole (`checkpoints.damage`) once made: the files are
+    The snapshot is checked whole (`checkpoint_damage`) once made: the files are
     deleted one by one, so the glob may have caught the index without its data.
     """
     files = tf.io.gfile.glob(checkpoint + ".*")
@@ -97,7 +97,7 @@ def snapshot(checkpoint: str, directory: str) -> str | None:
     except (OSError, tf.errors.NotFoundError):
         tf.io.gfile.rmtree(directory)
         return None
-    if checkpoints.damage(target) is not None:
+    if checkpoint_damage(target) is not None:
         tf.io.gfile.rmtree(directory)
         return None
     return target
@@ -121,13 +121,13 @@ def run_evaluator(estimator, eval_spec: EvalSpec, max_steps: int | None, *, poll
     evaluated: str | None = None
     while True:
         done = training_done(model_dir)
-        checkpoint = checkpoints.latest_checkpoint(model_dir)
+        checkpoint = CheckpointDir(model_dir).newest()
         if checkpoint is None or checkpoint == evaluated:
             if done:
                 return finalize(estimator, eval_spec, last_round, checkpoint)
             sleep(poll_secs)
             continue
-        step = checkpoints.global_step_of(checkpoint)
+        step = global_step_of(checkpoint)
         final = done or (max_steps is not None and step >= max_steps)
         if not final and not eval_spec.policy.should_evaluate(last, step, clock()):
             sleep(poll_secs)

@@ -17,9 +17,7 @@ import tempfile
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
-from elastimator.estimator import checkpoints
-from elastimator.estimator.estimator import Estimator
-from elastimator.estimator.hooks import check_hooks
+from elastimator.estimator import Estimator, check_hooks, make_saver
 
 
 class InMemoryEvaluatorHook(tf.compat.v1.train.SessionRunHook):
@@ -57,7 +55,7 @@ class InMemoryEvaluatorHook(tf.compat.v1.train.SessionRunHook):
             raise ConfigError("InMemoryEvaluatorHook evaluates one training process's variables; in a cluster, "
                               "evaluate with an evaluator task (train_and_evaluate).")
         self._calls = 0
-        self._saver = checkpoints.make_saver(self._estimator.config)
+        self._saver = make_saver(self._estimator.config)
         self._saver.build()
 
     def after_create_session(self, session, coord):

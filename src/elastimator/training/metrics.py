@@ -8,9 +8,7 @@ import tensorflow as tf
 
 from elastimator._validate import is_int
 from elastimator.errors import ConfigError
-from elastimator.estimator import calls, multi_step
-from elastimator.estimator.estimator import Estimator
-from elastimator.estimator.mode_keys import ModeKeys
+from elastimator.estimator import Estimator, ModeKeys, call_model_fn, fn_args, step_after_call
 
 _METRIC_FN_ARGS = ("labels", "predictions", "features", "config")
 
@@ -30,7 +28,7 @@ def add_metrics(estimator: Estimator, metric_fn: Callable) -> Estimator:
     """
     if not isinstance(estimator, Estimator):
         raise ConfigError(f"add_metrics: estimator must be an elastimator.Estimator; got {type(estimator).__name__}.")
-    args = calls.fn_args(metric_fn)
+    args = fn_args(metric_fn)
     unknown = [a for a in args if a not in _METRIC_FN_ARGS]
     if not callable(metric_fn) or unknown or not args:
         raise ConfigError(
@@ -39,7 +37,7 @@ def add_metrics(estimator: Estimator, metric_fn: Callable) -> Estimator:
     original = estimator.model_fn
 
     def model_fn(features, labels, mode, params, config):
-        spec = calls.call_model_fn(original, features, labels, mode, params, config)
+        spec = call_model_fn(original, features, labels, mode, params, config)
         if mode != ModeKeys.EVAL:
             return spec
         available = {"labels": labels, "predictions": spec.predictions, "features": features, "config": config}
@@ -92,7 +90,7 @@ class ResetMetricsHook(tf.compat.v1.train.SessionRunHook):
                 "inside tf.compat.v1.variable_scope(scope) in model_fn."
             )
         self._reset = tf.compat.v1.variables_initializer(variables, name="reset_windowed_metrics")
-        self._global_step = multi_step.step_after_call()
+        self._global_step = step_after_call()
 
     def before_run(self, run_context):
         return tf.compat.v1.train.SessionRunArgs(self._global_step)

@@ -22,7 +22,7 @@ from typing import Callable
 import tensorflow as tf
 
 from elastimator.errors import ClusterError
-from elastimator.estimator.run_config import RunConfig, TaskType
+from elastimator.estimator import RunConfig, TaskType
 
 logger = logging.getLogger("elastimator")
 CHIEF_TOKEN, WORKER_TOKEN = 0, 1

@@ -7,7 +7,7 @@ import tensorflow as tf
 from elastimator._records import record_type
 from elastimator._validate import is_int
 from elastimator.errors import ConfigError
-from elastimator.estimator.hooks import check_hooks
+from elastimator.estimator import check_hooks
 from elastimator.training.exporters import Exporter
 from elastimator.training.policies import EvalPolicy, EveryNSeconds
 

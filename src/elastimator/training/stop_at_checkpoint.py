@@ -8,7 +8,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from elastimator.estimator import checkpoints
+from elastimator.estimator import CheckpointDir
 
 
 class StopAtCheckpointStepHook(tf.compat.v1.train.SessionRunHook):
@@ -26,7 +26,7 @@ class StopAtCheckpointStepHook(tf.compat.v1.train.SessionRunHook):
         if now < self._next_check:
             return
         self._next_check = now + self._wait_secs
-        step = checkpoints.global_step_of(checkpoints.latest_checkpoint(self._model_dir))
+        step = CheckpointDir(self._model_dir).newest_step()
         if step >= self._last_step:
             run_context.request_stop()
 

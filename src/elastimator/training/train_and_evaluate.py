@@ -9,9 +9,7 @@ from typing import Sequence
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
-from elastimator.estimator import checkpoints
-from elastimator.estimator.estimator import Estimator
-from elastimator.estimator.run_config import TaskType
+from elastimator.estimator import CheckpointDir, Estimator, TaskType
 from elastimator.training import eval_rounds, servers
 from elastimator.training import exporters as exporter_lib
 from elastimator.training.policies import EvalRecord
@@ -30,7 +28,7 @@ class _EvaluateAfterSave(tf.compat.v1.train.CheckpointSaverListener):
 
     def _round(self, step: int, final: bool) -> None:
         started = time.monotonic()
-        checkpoint = checkpoints.latest_checkpoint(self._estimator.model_dir)
+        checkpoint = CheckpointDir(self._estimator.model_dir).newest()
         self.last_round = eval_rounds.evaluation_round(self._estimator, self._spec, checkpoint, final)
         self._last = EvalRecord(step, started)
 
@@ -47,7 +45,7 @@ class _EvaluateAfterSave(tf.compat.v1.train.CheckpointSaverListener):
         if self.last_round is None or self.last_round.step != step:
             self._round(step, final=True)
         else:  # evaluated this checkpoint already; at most the final exports are missing
-            checkpoint = checkpoints.latest_checkpoint(self._estimator.model_dir)
+            checkpoint = CheckpointDir(self._estimator.model_dir).newest()
             self.last_round = eval_rounds.finalize(self._estimator, self._spec, self.last_round, checkpoint)
 
 
@@ -73,7 +71,7 @@ def _run_local(estimator, train_spec: TrainSpec, eval_spec: EvalSpec):
                     saving_listeners=list(train_spec.saving_listeners) + [listener])
     result = listener.last_round
     if result is None:  # max_steps was already reached: evaluate what is there
-        checkpoint = checkpoints.latest_checkpoint(estimator.model_dir)
+        checkpoint = CheckpointDir(estimator.model_dir).newest()
         result = eval_rounds.evaluation_round(estimator, eval_spec, checkpoint, final=True)
     return result.metrics, result.export_results
 
@@ -91,7 +89,7 @@ def _run_trainer(estimator, train_spec: TrainSpec):
     estimator.train(train_spec.input_fn, hooks=hooks, max_steps=train_spec.max_steps,
                     saving_listeners=train_spec.saving_listeners if config.is_chief else None)
     if config.is_chief:
-        final = checkpoints.global_step_of(checkpoints.latest_checkpoint(estimator.model_dir))
+        final = CheckpointDir(estimator.model_dir).newest_step()
         eval_rounds.mark_training_done(estimator.model_dir, final)
     if config.num_ps_replicas:
         servers.signal_done(config, server.target)
@@ -131,8 +129,8 @@ def train_only(estimator: Estimator, train_spec: TrainSpec, exporters: Sequence 
         _run_trainer(estimator, train_spec)
     if not config.is_chief or not exporters:
         return []
-    checkpoint = checkpoints.latest_checkpoint(estimator.model_dir)
-    metrics = {"global_step": checkpoints.global_step_of(checkpoint)}
+    resume = CheckpointDir(estimator.model_dir).resume_point()
+    checkpoint, metrics = resume.checkpoint, {"global_step": resume.step}
     return exporter_lib.run_all(estimator, exporters, checkpoint, metrics, final=True)
 
 
