@@ -160,7 +160,7 @@ def test_scaling_down_cancels_a_pending_restart():
 def test_a_request_beyond_the_slots_is_refused_with_a_reason():
     job = Job().up()
     assert not kinds(job.at(5.0, sv.ScaleTo(7)), sv.Start)
-    assert "ignoring a request for 7 worker(s): the job has 3 slot(s)" in job.said()
+    assert "ignoring a request for 7 worker(s): the job has 3 worker slot(s); asked for 7" in job.said()
 
 
 @pytest.mark.parametrize("setup", ["starting", "running", "restarting", "chief finished", "scaled down"])
@@ -176,3 +176,25 @@ def test_a_stop_request_ends_the_job_with_130_in_every_state(setup):
         job.at(5.0, sv.ScaleTo(0))
     decisions = job.at(6.0, sv.Exited("worker-1", 1), sv.StopRequested())
     assert decisions == [sv.End(130)]
+
+
+def test_an_autoscale_answer_scales_only_when_it_differs_from_the_target():
+    job = Job().up()
+    same = job.at(2.0, sv.Autoscaled(2, "steps/s flat"))
+    assert kinds(same, sv.Record)[0].fields == {"workers": 2, "reason": "steps/s flat"}  # every answer recorded
+    assert not kinds(same, sv.Start) and not kinds(same, sv.Stop) and job.said() == ""
+    more = job.at(3.0, sv.Autoscaled(3, "steps/s rose with the last worker"))
+    assert [d.task.name for d in kinds(more, sv.Start)] == ["worker-2"]
+    assert "autoscale: steps/s rose with the last worker" in job.said() and job.state.target_workers == 3
+
+
+def test_scale_requests_are_checked_by_one_rule():
+    assert sv.scale_refused(3, 3) is None and sv.scale_refused(0, 3) is None
+    for bad in (4, -1, True, "2"):
+        assert sv.scale_refused(bad, 3) == f"the job has 3 worker slot(s); asked for {bad!r}"
+
+
+def test_trainers_stop_before_the_parameter_servers_they_need():
+    assert sv.stop_order(["ps-0", "chief", "worker-1", "ps-1", "evaluator"]) == [
+        ["chief", "worker-1", "evaluator"], ["ps-0", "ps-1"]]
+    assert sv.stop_order(["ps-0"]) == [["ps-0"]] and sv.stop_order([]) == []

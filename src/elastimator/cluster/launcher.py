@@ -218,8 +218,9 @@ class Launcher:
         Safe from any thread: the request is carried out by `run()`'s next turn (within 0.2 s), on the thread
         that is in the job's network namespace, where its processes must start and be reached.
         """
-        if not 0 <= workers <= self.plan.max_workers:
-            raise ClusterError(f"the job has {self.plan.max_workers} worker slot(s); asked for {workers}.")
+        refused = supervision.scale_refused(workers, self.plan.max_workers)
+        if refused is not None:
+            raise ClusterError(f"{refused}.")
         with self._events_lock:
             self._requests.append(supervision.ScaleTo(workers))
 
@@ -236,10 +237,9 @@ class Launcher:
         """Ends every child still running: SIGTERM (trainers save a checkpoint first, within 25 s), then
         SIGKILL after `grace_secs`."""
         self._stopping.set()
-        live = [(n, p) for n, p in self._processes.items() if p.poll() is None]
-        # Trainers first: their last step and checkpoint need the parameter servers, which go after them.
-        _terminate([p for n, p in live if not n.startswith("ps-")], grace_secs)
-        _terminate([p for n, p in live if n.startswith("ps-")], grace_secs)
+        live = [name for name, process in self._processes.items() if process.poll() is None]
+        for group in supervision.stop_order(live):
+            _terminate([self._processes[name] for name in group], grace_secs)
         self._write_state(running=False)
 
     # --- the loop ----------------------------------------------------------------------------
@@ -287,9 +287,9 @@ class Launcher:
         if request is not None:
             events.append(supervision.ScaleTo(request))
         if self._scaler is not None and self._job.chief_done_at is None and now >= self._next_autoscale:
-            workers = self._autoscale(now)
-            if workers is not None:
-                events.append(supervision.ScaleTo(workers))
+            answer = self._autoscale(now)
+            if answer is not None:
+                events.append(answer)
         return events
 
     def _carry_out(self, decisions: list[supervision.Decision]) -> int | None:
@@ -397,19 +397,15 @@ class Launcher:
             return None
         return workers
 
-    def _autoscale(self, now: float) -> int | None:
-        """The worker count the autoscale policy asks for, when it differs from the current target."""
+    def _autoscale(self, now: float) -> supervision.Autoscaled | None:
+        """What the autoscale policy answers to a new measurement (None: nothing measured yet)."""
         self._next_autoscale = now + self.spec.autoscale_every_secs
         ps_pids = [p.pid for n, p in self._processes.items() if n.startswith("ps-")]
         measurement = self._scaler.measure(now, self._job.alive_workers(), self.spec.model_dir, ps_pids)
         if measurement is None:
             return None
         decision = autoscale.decide(self._scaler.history, self.spec.autoscale)
-        self._event("autoscale", None, workers=decision.workers, reason=decision.reason)
-        if decision.workers == self._job.target_workers:
-            return None
-        self._say("launcher", f"autoscale: {decision.reason}")
-        return decision.workers
+        return supervision.Autoscaled(decision.workers, decision.reason)
 
     # --- records -----------------------------------------------------------------------------
 

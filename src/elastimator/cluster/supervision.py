@@ -112,11 +112,19 @@ class ScaleTo:
 
 
 @dataclasses.dataclass(frozen=True)
+class Autoscaled:
+    """The autoscale policy's answer at one measurement: how many workers it wants, and why."""
+
+    workers: int
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
 class StopRequested:
     pass
 
 
-Event = Union[Exited, Listening, ScaleTo, StopRequested]
+Event = Union[Exited, Listening, ScaleTo, Autoscaled, StopRequested]
 
 
 # --- decisions: what the shell does --------------------------------------------------------------------
@@ -175,6 +183,21 @@ def _started(task: Task, now: float, restarts: int) -> Child:
     return Child(task, State.STARTING if listens else State.RUNNING, now, listens, restarts=restarts)
 
 
+def scale_refused(workers: int, worker_slots: int) -> str | None:
+    """Why a request for `workers` workers cannot be carried out (None: it can)."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 0 <= workers <= worker_slots:
+        return f"the job has {worker_slots} worker slot(s); asked for {workers!r}"
+    return None
+
+
+def stop_order(names: Sequence[str]) -> list[list[str]]:
+    """The tasks to end, in the order to end them: the trainers first, whose last step and checkpoint need the
+    parameter servers, then the parameter servers."""
+    trainers = [name for name in names if not name.startswith("ps-")]
+    servers = [name for name in names if name.startswith("ps-")]
+    return [group for group in (trainers, servers) if group]
+
+
 def step(job: Job, events: Sequence[Event], now: float, policy: Policy) -> tuple[Job, list[Decision]]:
     """What to do about `events` at time `now`. The decisions end with `End` when the job is over."""
     turn = _Turn(job, now, policy)
@@ -201,6 +224,8 @@ class _Turn:
         for event in events:
             if isinstance(event, ScaleTo):
                 self._scale(event.workers)
+            elif isinstance(event, Autoscaled):
+                self._autoscaled(event)
             elif isinstance(event, Listening):
                 self._listening(event.task)
             elif isinstance(event, Exited):
@@ -245,9 +270,16 @@ class _Turn:
 
     # --- events ---------------------------------------------------------------------------------------
 
+    def _autoscaled(self, event: Autoscaled) -> None:
+        self._record("autoscale", None, workers=event.workers, reason=event.reason)
+        if event.workers != self.target:
+            self._say(f"autoscale: {event.reason}")
+            self._scale(event.workers)
+
     def _scale(self, workers: int) -> None:
-        if not 0 <= workers <= self.policy.worker_slots:
-            self._say(f"ignoring a request for {workers} worker(s): the job has {self.policy.worker_slots} slot(s)")
+        refused = scale_refused(workers, self.policy.worker_slots)
+        if refused is not None:
+            self._say(f"ignoring a request for {workers} worker(s): {refused}")
             return
         self._record("scale", None, workers=workers, before=self.target)
         self._say(f"scaling to {workers} worker(s) (from {self.target})")
