@@ -126,7 +126,8 @@ def test_export_errors(trained, iris, tmp_path):
         untrained.export_saved_model(str(tmp_path / "none"), receiver)
     assert not (tmp_path / "none").exists()
     with pytest.raises(ExportError, match="must return a ServingInputReceiver .* got dict"):
-        trained.export_saved_model(str(tmp_path), lambda: {"x": 1})
+        trained.export_saved_model(str(tmp_path / "bad"), lambda: {"x": 1})
+    assert not [d for d in os.listdir(tmp_path / "bad") if d.startswith("temp-")]  # a failed export leaves nothing
     with pytest.raises(ExportError, match="serving_input_receiver_fn must be callable"):
         trained.export_saved_model(str(tmp_path), None)
     with pytest.raises(ExportError, match=r"assets_extra\['v'\] = '/missing' does not exist"):

@@ -122,13 +122,13 @@ def export_all_saved_models(
     temp_dir = os.path.join(export_dir_base, f"temp-{os.path.basename(export_dir)}")
     if tf.io.gfile.exists(temp_dir):
         tf.io.gfile.rmtree(temp_dir)
-    builder = tf.compat.v1.saved_model.Builder(temp_dir)
     modes = [mode for mode in (ModeKeys.TRAIN, ModeKeys.EVAL, ModeKeys.PREDICT) if mode in input_receiver_fn_map]
-    for index, mode in enumerate(modes):
-        _add_meta_graph(builder, estimator, mode, input_receiver_fn_map[mode], checkpoint,
-                        with_variables=index == 0, strip_default_attrs=strip_default_attrs)
-    builder.save(as_text=as_text)
-    try:
+    try:  # a failed export (a receiver or model_fn that raises) leaves nothing behind
+        builder = tf.compat.v1.saved_model.Builder(temp_dir)
+        for index, mode in enumerate(modes):
+            _add_meta_graph(builder, estimator, mode, input_receiver_fn_map[mode], checkpoint,
+                            with_variables=index == 0, strip_default_attrs=strip_default_attrs)
+        builder.save(as_text=as_text)
         if assets_extra:
             _copy_assets_extra(assets_extra, temp_dir)
         tf.io.gfile.rename(temp_dir, export_dir)
