@@ -84,7 +84,7 @@ def start_remote_service(model_dir: str, report_port: str = "0", src: str | None
 def trainer(kind: str, path: str, model_dir: str, args, epochs: int, src: str | None = None, trains: bool = True):
     """The input and hooks of one contender, with its shard service running (from `src`, if given); `trains`
     False for an input iterated on its own (nothing is reported)."""
-    from elastimator.data import DataSetInput, DataSetSpec, FileReader
+    from elastimator.data import DataSetSpec, FileReader
     from elastimator.elastic.client import ShardClient
     from elastimator.elastic.feed import ShardFeed, ShardReportHook
     from elastimator.elastic.service import ShardServer, ShardService
@@ -107,7 +107,7 @@ def trainer(kind: str, path: str, model_dir: str, args, epochs: int, src: str | 
                                                  shard_size=10 * args.batch_size)).start()
             reports = FloorReportHook if kind == "elastic_floor" else ShardReportHook
             hooks.append(reports.step_hook(feed))
-        yield DataSetInput(spec, feed=feed), hooks
+        yield sharded_input(spec, feed), hooks
         if trains and kind == "elastic_remote" and not client.reports_over_line:
             raise RuntimeError("elastic_remote's reports went over gRPC, not the report line: its figure would be "
                                "elastic_grpc's.")
@@ -119,6 +119,20 @@ def trainer(kind: str, path: str, model_dir: str, args, epochs: int, src: str | 
         if process is not None:
             process.terminate()
             process.wait(timeout=30)
+
+
+def sharded_input(spec, feed):
+    """The input of a contender: the feed's shards, or the plain pipeline. A version before
+    elastic/sharded_input.py (`--against` an older REV) took the feed as DataSetInput's `feed=`."""
+    from elastimator.data import DataSetInput
+
+    if feed is None:
+        return DataSetInput(spec)
+    try:
+        from elastimator.elastic.sharded_input import ShardedInput
+    except ImportError:
+        return DataSetInput(spec, feed=feed)
+    return ShardedInput(spec, feed)
 
 
 class FloorReportHook(tf.compat.v1.train.SessionRunHook):
