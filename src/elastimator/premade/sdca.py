@@ -91,7 +91,8 @@ class LinearSDCA:
         groups.append(_Group(bias_var, dense=ones))
         sparse = [g for g in groups if g.dense is None]
         dense = [g for g in groups if g.dense is not None]
-        unshrunk = {id(g): _unshrunk_copy(g.variable) for g in groups}
+        for group in groups:
+            group.unshrunk = _unshrunk_copy(group.variable)
 
         state = _example_state_table()
         ids = self._example_ids(features)
@@ -106,20 +107,18 @@ class LinearSDCA:
             example_weights=weights,
             example_labels=tf.reshape(tf.cast(targets, tf.float32), [-1]),
             sparse_indices=unique_ids,
-            sparse_weights=[tf.gather(tf.reshape(unshrunk[id(g)], [-1]), u) for g, u in zip(sparse, unique_ids)],
-            dense_weights=[tf.reshape(unshrunk[id(g)], [-1]) for g in dense],
+            sparse_weights=[tf.gather(tf.reshape(g.unshrunk, [-1]), u) for g, u in zip(sparse, unique_ids)],
+            dense_weights=[tf.reshape(g.unshrunk, [-1]) for g in dense],
             example_state_data=state.lookup(ids),
             loss_type=loss_type, l1=self._l1, l2=self._l2, num_loss_partitions=self._num_loss_partitions,
             num_inner_iterations=1, adaptive=self._adaptive)
         updates = [state.insert(ids, new_state)]
         for group, ids_of_group, delta in zip(sparse, unique_ids, sparse_deltas):
-            variable = unshrunk[id(group)]
-            updates.append(variable.scatter_add(tf.IndexedSlices(tf.reshape(delta, [-1, 1]), ids_of_group)))
+            updates.append(group.unshrunk.scatter_add(tf.IndexedSlices(tf.reshape(delta, [-1, 1]), ids_of_group)))
         for group, delta in zip(dense, dense_deltas):
-            variable = unshrunk[id(group)]
-            updates.append(variable.assign_add(tf.reshape(delta, variable.shape)))
+            updates.append(group.unshrunk.assign_add(tf.reshape(delta, group.unshrunk.shape)))
         with tf.control_dependencies(updates):
-            shrunk = [group.variable.assign(self._shrink(unshrunk[id(group)].read_value())) for group in groups]
+            shrunk = [group.variable.assign(self._shrink(group.unshrunk.read_value())) for group in groups]
         with tf.control_dependencies(shrunk):
             return tf.compat.v1.assign_add(global_step, 1).op
 
@@ -149,6 +148,8 @@ class _Group:
     example_indices: tf.Tensor | None = None
     feature_ids: tf.Tensor | None = None
     values: tf.Tensor | None = None
+    unshrunk: tf.Variable | None = None
+    """The solver's copy of `variable` (made by `get_train_step`)."""
 
 
 def _group_of(column, features: Mapping, variable: tf.Variable) -> _Group:
