@@ -100,12 +100,12 @@ def sequence_input(features: Mapping, columns: tuple) -> tuple[tf.Tensor, tf.Ten
             width = dense.shape[2:].num_elements() if dense.shape[2:].is_fully_defined() else -1
             inputs.append(tf.reshape(dense, [tf.shape(dense)[0], tf.shape(dense)[1], width]))
             lengths.append((column.name, tf.cast(length, tf.int64)))
-        checks = [tf.debugging.assert_equal(lengths[0][1], length, message=(
-            f"sequence feature columns {lengths[0][0]} and {name} give an example different lengths (every "
-            "sequence feature of an example must have the same number of steps)")) for name, length in lengths[1:]]
+        (first, first_length), others = lengths[0], lengths[1:]
+        checks = [tf.debugging.assert_equal(first_length, length, message=(
+            f"sequence feature columns {first} and {name} give an example different lengths (every sequence "
+            "feature of an example must have the same number of steps)")) for name, length in others]
         with tf.control_dependencies(checks):
-            return tf.concat(inputs, axis=-1) if len(inputs) > 1 else tf.identity(inputs[0]), \
-                tf.identity(lengths[0][1])
+            return tf.concat(inputs, axis=-1), tf.identity(first_length)
 
 
 def context_input(features: Mapping, columns: tuple) -> tf.Tensor:
