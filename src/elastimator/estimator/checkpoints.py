@@ -61,13 +61,6 @@ class CheckpointDir:
         """(global step, prefix) of each checkpoint whose files are there, oldest first."""
         return [(global_step_of(prefix), prefix) for prefix in self.all() if exists(prefix)]
 
-    def resolve(self, checkpoint_path: str | None, reading_for: str | None = None) -> str | None:
-        """`checkpoint_path` checked (a prefix or a directory), or the newest; with `reading_for` ("evaluating",
-        ...), a missing checkpoint is logged as a freshly initialized model used for that."""
-        if reading_for is None:
-            return resolve(checkpoint_path, self.path)
-        return resolve_for_reading(checkpoint_path, self.path, reading_for)
-
     def repair(self) -> None:
         """Chief, before training: moves an unreadable `checkpoint` state file aside and rewrites it."""
         if tf.io.gfile.isdir(self.path):

@@ -25,10 +25,11 @@ def activation_of(activation) -> Callable[[tf.Tensor], tf.Tensor]:
     return function
 
 
-def check_hidden_units(hidden_units) -> tuple[int, ...]:
-    units = tuple(hidden_units) if isinstance(hidden_units, Sequence) else None
+def check_hidden_units(hidden_units, argument: str = "hidden_units") -> tuple[int, ...]:
+    """Layer widths as a tuple, after checking them (`argument` names them in the error)."""
+    units = tuple(hidden_units) if isinstance(hidden_units, Sequence) and not isinstance(hidden_units, str) else None
     if not units or not all(isinstance(u, int) and u > 0 for u in units):
-        raise ConfigError(f"hidden_units: expected a non-empty list of positive ints, e.g. [64, 32]; got "
+        raise ConfigError(f"{argument}: expected a non-empty list of positive ints, e.g. [64, 32]; got "
                           f"{hidden_units!r}.")
     return units
 

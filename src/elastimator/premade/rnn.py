@@ -9,13 +9,14 @@ graph; variables are named as 2.15 named them (`rnn_model/rnn/lstm_cell/kernel`,
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable
 
 import tensorflow as tf
 import tf_keras
 
 from elastimator.errors import ConfigError
 from elastimator.premade.canned import CannedEstimator, Part, classification_head
+from elastimator.premade.dnn import check_hidden_units
 from elastimator.premade.sequence_features import (
     check_context_columns,
     check_sequence_columns,
@@ -54,9 +55,7 @@ def rnn_cell_fn_of(units, cell_type, rnn_cell_fn) -> Callable[[], object]:
     if units is None:
         raise ConfigError("RNN estimators: pass units (hidden units per RNN layer, e.g. [32, 16]) or an "
                           "rnn_cell_fn.")
-    units = tuple(units) if isinstance(units, Sequence) and not isinstance(units, str) else None
-    if not units or not all(isinstance(u, int) and u > 0 for u in units):
-        raise ConfigError(f"units: expected a non-empty list of positive ints, e.g. [32, 16]; got {units!r}.")
+    units = check_hidden_units(units, "units")
     cell_class = CELL_TYPES["simple_rnn"] if cell_type is USE_DEFAULT else CELL_TYPES.get(cell_type, cell_type)
     if not callable(cell_class):
         raise ConfigError(f"cell_type: expected one of {sorted(CELL_TYPES)} or a cell class; got {cell_type!r}.")

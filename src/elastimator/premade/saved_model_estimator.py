@@ -28,6 +28,7 @@ from elastimator.errors import ConfigError, InputFnError
 from elastimator.estimator import Estimator, EstimatorSpec, ModeKeys, TRAIN_OP_COLLECTION
 
 _TAGS = {ModeKeys.TRAIN: "train", ModeKeys.EVAL: "eval", ModeKeys.PREDICT: "serve"}
+_VERBS = {ModeKeys.TRAIN: "train", ModeKeys.EVAL: "evaluate", ModeKeys.PREDICT: "predict"}
 _SIGNATURES = {ModeKeys.TRAIN: ("train",), ModeKeys.EVAL: ("eval",), ModeKeys.PREDICT: ("serving_default", "predict")}
 _TRAIN_OP_COLLECTIONS = (TRAIN_OP_COLLECTION, tf.compat.v1.GraphKeys.TRAIN_OP)
 _LEFT_OUT = {"global_step", "savers", "saved_model_main_op", TRAIN_OP_COLLECTION,
@@ -66,10 +67,12 @@ class SavedModelEstimator(Estimator):
                               "directory export_saved_model returned.") from error
         self._saved_model_dir = saved_model_dir
         self._meta_graphs = {}
+        """Per mode, its graph without the saved global step, and that step's tensor name (see
+        `_without_global_step`): made once, imported by every model_fn call of the mode."""
         for meta_graph in saved_model.meta_graphs:
             for mode, tag in _TAGS.items():
                 if list(meta_graph.meta_info_def.tags) == [tag]:
-                    self._meta_graphs[mode] = meta_graph
+                    self._meta_graphs[mode] = _without_global_step(meta_graph)
         if not self._meta_graphs:
             raise ConfigError(f"SavedModelEstimator: {saved_model_dir!r} has no graph tagged 'train', 'eval' or "
                               "'serve'; export it with Estimator.experimental_export_all_saved_models.")
@@ -80,7 +83,7 @@ class SavedModelEstimator(Estimator):
         return self._saved_model_dir
 
     def _model_fn_from_saved_model(self, features, labels, mode):
-        meta_graph = self._meta_graph(mode)
+        meta_graph, saved_step = self._meta_graph(mode)
         signature = _signature(meta_graph, mode)
         outputs = {key: value.name for key, value in signature.outputs.items()}
         train_ops = [name for key in _TRAIN_OP_COLLECTIONS if key in meta_graph.collection_def
@@ -88,7 +91,6 @@ class SavedModelEstimator(Estimator):
         if mode == ModeKeys.TRAIN and not train_ops:
             raise ConfigError(f"SavedModelEstimator: the 'train' graph of {self._saved_model_dir!r} has no train op.")
         global_step = tf.compat.v1.train.get_global_step()
-        meta_graph, saved_step = _without_global_step(meta_graph)
         input_map = _input_map(signature, features, labels)
         if saved_step is not None:
             input_map[saved_step] = global_step.handle
@@ -98,7 +100,7 @@ class SavedModelEstimator(Estimator):
             restore_collections_predicate=lambda key: key not in _LEFT_OUT)[1]
         found = dict(zip(names, imported))
         tensors = {key: found[name] for key, name in outputs.items()}
-        scaffold = tf.compat.v1.train.Scaffold(init_fn=self._restore_saved_variables(global_step))
+        scaffold = tf.compat.v1.train.Scaffold(init_fn=self._restore_saved_variables())
         if mode == ModeKeys.PREDICT:
             return EstimatorSpec(mode, predictions=tensors, scaffold=scaffold)
         predictions = {k[len(_PREDICTIONS):]: v for k, v in tensors.items() if k.startswith(_PREDICTIONS)}
@@ -114,20 +116,17 @@ class SavedModelEstimator(Estimator):
         if mode not in self._meta_graphs:
             raise ModeNotExportedError(
                 f"SavedModelEstimator: {self._saved_model_dir!r} has no {_TAGS[mode]!r} graph, so it cannot "
-                f"{'train' if mode == ModeKeys.TRAIN else 'evaluate' if mode == ModeKeys.EVAL else 'predict'}; "
+                f"{_VERBS[mode]}; "
                 f"it has {sorted(_TAGS[m] for m in self._meta_graphs)}. Export it with "
                 "experimental_export_all_saved_models and a receiver for each mode.")
         return self._meta_graphs[mode]
 
-    def _restore_saved_variables(self, global_step: tf.Variable):
-        """The scaffold's init_fn: the SavedModel's variables (and global step), for a model_dir without a
-        checkpoint of its own."""
+    def _restore_saved_variables(self):
+        """The scaffold's init_fn: the SavedModel's variables, for a model_dir without a checkpoint of its own. The
+        estimator's global step is among them by name (the imported one was left out of the collections)."""
         path = os.path.join(self._saved_model_dir, "variables", "variables")
         saved = dict(tf.train.list_variables(path))
         variables = {v.op.name: v for v in tf.compat.v1.global_variables() if v.op.name in saved}
-        variables[global_step.op.name] = global_step
-        if "global_step" not in saved:
-            del variables[global_step.op.name]
         saver = tf.compat.v1.train.Saver(var_list=variables)
 
         def init_fn(scaffold, session):

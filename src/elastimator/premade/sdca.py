@@ -85,7 +85,8 @@ class LinearSDCA:
         """
         if loss_type not in LOSS_TYPES:
             raise ConfigError(f"LinearSDCA: loss_type must be one of {LOSS_TYPES}; got {loss_type!r}.")
-        groups = [_group_of(column, features, state_manager.get_variable(column, "weights"))
+        cache = fc.FeatureTransformationCache(features)  # one per batch: columns sharing an input transform it once
+        groups = [_group_of(column, cache, state_manager.get_variable(column, "weights"))
                   for column in feature_columns]
         ones = tf.ones([tf.shape(targets)[0], 1])
         groups.append(_Group(bias_var, dense=ones))
@@ -152,8 +153,7 @@ class _Group:
     """The solver's copy of `variable` (made by `get_train_step`)."""
 
 
-def _group_of(column, features: Mapping, variable: tf.Variable) -> _Group:
-    cache = fc.FeatureTransformationCache(features)
+def _group_of(column, cache: fc.FeatureTransformationCache, variable: tf.Variable) -> _Group:
     if isinstance(column, fc.CategoricalColumn):
         ids, id_weights = column.get_sparse_tensors(cache, None)
         values = (tf.cast(id_weights.values, tf.float32) if id_weights is not None

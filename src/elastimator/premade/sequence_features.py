@@ -24,16 +24,15 @@ CONTEXT_SCOPE = "dense_features"
 class _GraphStateManager(fc.StateManager):
     """Makes and finds the columns' variables (embedding tables) with `get_variable`, one scope per column."""
 
-    def __init__(self, scope: str, trainable: bool = True):
+    def __init__(self, scope: str):
         self._scope = scope
-        self._trainable = trainable
         self._variables: dict[tuple[str, str], tf.Variable] = {}
 
     def create_variable(self, feature_column, name, shape, dtype=None, trainable=True, use_resource=True,
                         initializer=None):
         with tf.compat.v1.variable_scope(self._scope), tf.compat.v1.variable_scope(feature_column.name):
             variable = tf.compat.v1.get_variable(name, shape=shape, dtype=dtype, initializer=initializer,
-                                                 trainable=self._trainable and trainable, use_resource=use_resource)
+                                                 trainable=trainable, use_resource=use_resource)
         self._variables[(feature_column.name, name)] = variable
         return variable
 
