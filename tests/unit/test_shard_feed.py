@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from elastimator.data import ElasticReader
 from elastimator.elastic.client import ShardClient
+from elastimator.elastic import report_channel
 from elastimator.elastic.feed import ShardFeed, ShardReportHook
 from elastimator.elastic.report_queue import ReportQueue
 from elastimator.elastic.service import ShardService
@@ -205,5 +206,66 @@ def test_a_ring_gate_withdraws_a_batch_of_a_lease_taken_back_in_every_session_of
                     session.run(train_op, {tag: old[None]})
                 assert training_step.is_withdrawn(withdrawn.value)
                 assert session.raw_session().run(global_step) == 0  # nothing written
+    feed.stop()
+    chief.close()
+
+
+def test_each_transport_gets_its_own_report_channel_chosen_once_as_the_step_is_built(service):
+    """The ring's graph gate where the trainer has a ring and the gate gets the call's tags; the answered
+    Python gate where it has none, or where the tags come out of a loop of several steps; none where nothing
+    writes."""
+    feed = feed_of(service)
+    ring = feed.client.report_ring
+    assert ring is not None
+    with tf.Graph().as_default():
+        tag = tf.compat.v1.placeholder(tf.int64, [1, 4])
+        global_step = tf.compat.v1.train.get_or_create_global_step()
+        train_op = global_step.assign_add(1).op
+        with tf.control_dependencies([train_op]):
+            after_update = tf.identity(tag)  # as a loop of several steps gives its tags: after its writes
+        channels = {
+            "ring": report_channel.open_channel(feed.reporter(), feed, ring, train_op, tag),
+            "no ring": report_channel.open_channel(feed.reporter(), feed, None, train_op, tag),
+            "several steps": report_channel.open_channel(feed.reporter(), feed, ring, train_op, after_update),
+            "no writes": report_channel.open_channel(feed.reporter(), feed, ring, tf.no_op(), tag),
+        }
+        gates = [op.type for op in tf.compat.v1.get_default_graph().get_operations()
+                 if op.name.startswith(report_channel.GATE_NAME)]
+    assert {name: type(c).__name__ for name, c in channels.items()} == {
+        "ring": "RingChannel", "no ring": "AnsweredChannel", "several steps": "AnsweredChannel",
+        "no writes": "UngatedChannel"}
+    assert sorted(gates) == ["Identity", "PyFunc", "PyFunc"]  # the ring's gate runs no Python
+    assert channels["no ring"].before_call(None) is None  # its gate gets the tags: nothing to fetch
+    assert channels["several steps"].before_call(None) is after_update
+    feed.stop()
+
+
+def test_an_answered_channel_reports_what_its_gate_let_write_and_withdraws_a_taken_back_lease(service):
+    feed = feed_of(service)
+    batches = feed.batches(Numbers(10), batch_size=2)
+    with tf.Graph().as_default():
+        tag = tf.compat.v1.placeholder(tf.int64, [1, 4])
+        global_step = tf.compat.v1.train.get_or_create_global_step()
+        train_op = global_step.assign_add(1).op
+        channel = report_channel.open_channel(feed.reporter(), feed, None, train_op, tag)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            for _ in range(2):
+                channel.before_call(session)
+                session.run(train_op, {tag: next(batches)[2][None]})
+                channel.after_call(None)
+            stale = next(batches)[2]
+            chief = ShardClient.in_process(service, "chief-0")
+            chief.commit(chief.seal(checkpoint_step=0), checkpoint_step=0)
+            chief.restore(0)
+            feed.client.heartbeat()
+            channel.before_call(session)
+            with pytest.raises(tf.errors.InvalidArgumentError) as withdrawn:
+                session.run(train_op, {tag: stale[None]})
+            assert training_step.is_withdrawn(withdrawn.value)
+            channel.after_call(None)  # nothing passed the gate: nothing to report
+            channel.close()
+            assert session.run(global_step) == 2
+    assert service.book.status("train")["trained_records"] == 4  # the two batches before the seal; not the third
     feed.stop()
     chief.close()

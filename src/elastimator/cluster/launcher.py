@@ -118,9 +118,9 @@ def request_scale(model_dir: str, workers: int) -> None:
     if not state.get("running") or not _alive(state.get("launcher_pid")):
         raise ClusterError(f"the launcher of {model_dir} is not running (it stopped, or was killed); there is "
                            "nothing to scale. Start the job again with `elastimator launch`.")
-    if not 0 <= workers <= state["max_workers"]:
-        raise ClusterError(f"the job has {state['max_workers']} worker slot(s); asked for {workers}. Relaunch "
-                           "with a larger --max-workers to go further.")
+    refused = supervision.scale_refused(workers, state["max_workers"])
+    if refused is not None:
+        raise ClusterError(f"{refused}. Relaunch with a larger --max-workers to go further.")
     _write_json(scale_request_path(model_dir), {"workers": workers, "requested_at": time.time()})
 
 

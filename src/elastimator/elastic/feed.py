@@ -3,13 +3,11 @@
 * `ShardFeed` asks the shard service for index ranges, reads them from an
   `ElasticReader` in batches, and tags each batch with (shard id, records).
 * `ShardReportHook` sends a batch's report as the call that trained it ends,
-  and the next step's writes wait for its acknowledgement (the round trip
-  overlaps the next step's forward pass), so a process that dies has at most
-  one trained batch unreported: the one batch replayed for it. A trainer on the
-  service's machine writes its reports into its report ring instead
-  (elastic/report_ring.py), which the service reads: nothing waits for an
-  acknowledgement, the host checks one word of the ring before each call (a
-  seal pending), and the step's gate is graph ops on the batch's lease.
+  and the next call's writes wait until it is in, so a process that dies has at
+  most one trained batch unreported: the one batch replayed for it. How the
+  report travels and what the writes wait for is the report channel of this
+  process's transport (elastic/report_channel.py: the report ring on the
+  service's machine, else answered over the report line or gRPC).
 * `ShardFeed.is_current` tells whether the service has since taken a batch's
   lease back (a rewind); such batches are dropped: as they are read, and again
   right before the step writes (or, in calls of several steps, as the step's
@@ -37,6 +35,7 @@ from elastimator.data import reader as readers
 from elastimator.data.parsing import BAD_RECORDS_HINT
 from elastimator.elastic import report_ring
 from elastimator.elastic.client import ShardClient
+from elastimator.elastic.report_channel import open_channel
 from elastimator.elastic.report_queue import ReportQueue
 from elastimator.elastic.shards import (
     SHARD_TAG,
@@ -50,7 +49,7 @@ from elastimator.elastic.shards import (
     ShardServiceError,
 )
 from elastimator.errors import ReaderError
-from elastimator.estimator import CheckpointDir, StepHook, TrainingStep, gate_writes
+from elastimator.estimator import CheckpointDir, StepHook, TrainingStep
 
 logger = logging.getLogger("elastimator")
 ENV_ADDRESS = "ELASTIMATOR_SHARD_SERVICE"
@@ -292,17 +291,12 @@ class ShardFeed:
 
 
 class ShardReportHook(tf.compat.v1.train.SessionRunHook):
-    """Reports each batch's records to the service after the step that trained them.
+    """Reports each batch's records to the service after the call that trained them, through the report
+    channel of this process's transport (elastic/report_channel.py): the next call's writes wait until they
+    are in, and a call whose batch the service took back meanwhile is withdrawn before it writes anything.
 
-    Built from the training step (`ShardReportHook.step_hook(feed)`): it gets the step's shard tags, one
-    row per step of the call, from the write gate's check (one step per call) or by fetching them, and sends
-    their reports as the call ends. The next call's gate, as the call takes its batch, waits until they are
-    acknowledged, beside the forward pass, and the call's writes wait for the gate (write_gate,
-    elastic/report_queue.py); a step whose batch the service took back meanwhile is withdrawn before it writes
-    anything. Where the trainer has a report ring (on the service's machine, one step per call), its reports
-    go there: a report in the ring needs no acknowledgement, so the host checks before each call only that no
-    seal holds the writes (or waits), and the gate is graph ops on the batch's lease and the lease floor: no
-    Python in the call.
+    Built from the training step (`ShardReportHook.step_hook(feed)`): it gets the step's shard tags, one row
+    per step of the call.
     """
 
     @classmethod
@@ -316,101 +310,33 @@ class ShardReportHook(tf.compat.v1.train.SessionRunHook):
             raise ReaderError("ShardReportHook: the input declares no shard tags; use a ShardedInput of the "
                               "ShardFeed.")
         self._feed = feed
-        self._tags = step.outputs[SHARD_TAG]
         self._finished = step.finished_outputs.get(SHARD_TAG)
         self._in_call = False
-        self._reporter = feed.reporter()
-        self._checked: np.ndarray | None = None
-        """The tags the gate let write in the current call."""
-        self._gate_sees_tags = False
-        """With one step per call the gate gets the call's tags, and nothing fetches them; in a call of several
-        steps they come out of its loop, after the gate, and the hook fetches them."""
-        self._gated = False
-        """Whether each call waits for the previous one's reports before it writes; if not (a train op that writes
-        nothing), the hook also waits for each call's reports as it ends."""
-        self._ring: report_ring.ReportRing | None = None
-        """The report ring the reports go into, where the gate is graph ops alone (None: the gate calls Python);
-        with one, the hook fetches each call's tags and sets the lease floor the gate reads."""
-        self._floor_set: tuple | None = None
-        """The lease floor and refused leases last set in the gate's variables (None: not yet)."""
-        if step.train_op is not None:
-            # The gate runs as the call takes its batch, beside the forward pass: it waits there for the
-            # acknowledgement of the reports the previous call sent as it ended, and the writes wait for it.
-            ring = feed.client.report_ring
-            gate = gate_writes(step.train_op, self._may_write, tensors=[self._tags],
-                                          name="shard_reports/settled",
-                                          fast=self._lease_check if ring is not None else None)
-            self._gated = gate.holds_writes
-            self._gate_sees_tags = gate.holds_writes and gate.given[0] and not gate.fast
-            self._ring = ring if gate.fast else None
-
-    def _lease_check(self, tags):
-        """The gate where reports go into the ring: the call's batch still leased, checked against what this
-        process has heard, kept in two local variables that the host sets only when it changes (fed with every
-        call instead, the check measured slower than the ack files' file read: the README's Speed section)."""
-        with tf.name_scope("shard_reports"):
-            local = [tf.compat.v1.GraphKeys.LOCAL_VARIABLES]
-            floor = tf.compat.v1.Variable(np.int64(report_ring.NO_FLOOR), trainable=False, collections=local,
-                                          use_resource=True, name="lease_floor")
-            refused = tf.compat.v1.Variable(np.zeros([0], np.int64), trainable=False, collections=local,
-                                            use_resource=True, validate_shape=False, shape=tf.TensorShape([None]),
-                                            name="refused_leases")
-            self._new_floor = tf.compat.v1.placeholder(tf.int64, [], name="new_lease_floor")
-            self._new_refused = tf.compat.v1.placeholder(tf.int64, [None], name="new_refused_leases")
-            self._set_floor = tf.group(floor.assign(self._new_floor, read_value=False),
-                                       refused.assign(self._new_refused, read_value=False), name="set_lease_floor")
-        return report_ring.lease_check(tags, floor.read_value(), refused.read_value())
-
-    def _may_write(self, tags) -> bool:
-        """In each call, before it writes: the previous calls' reports are in, and its batches still leased."""
-        self._reporter.settle()
-        if tags is None:  # several steps per call: the call's tags come out of its loop
-            return True
-        if not all(self._feed.is_current(lease) for lease in tags.reshape(-1, 4)[:, 1].tolist()):
-            return False
-        self._checked = tags
-        return True
+        # The ring is asked for once, here: later the client's report_ring may wait for its line, busy with a call.
+        ring = feed.client.report_ring if step.train_op is not None else None
+        self._channel = open_channel(feed.reporter(), feed, ring, step.train_op, step.outputs[SHARD_TAG])
 
     def after_create_session(self, session, coord):
-        self._floor_set = None  # a new session's local variables, the gate's floor among them, start afresh
+        self._channel.new_session()
 
     def before_run(self, run_context):
         self._in_call = True
-        self._checked = None
-        ring = self._ring  # kept here: the client's report_ring waits for its line, busy with a request
-        if ring is None:
-            return None if self._gate_sees_tags else tf.compat.v1.train.SessionRunArgs(self._tags)
-        if ring.armed and not ring.sealing:
-            self._reporter.acknowledged()  # the last report is in the ring: nothing to wait for
-        else:
-            self._reporter.settle()  # a seal's commit, or the reply of a report that went answered
-        floor, refused = self._feed.lease_floor_and_refused()
-        if (floor, refused) != self._floor_set:  # rarely: a rewind, a refusal, the first call
-            run_context.session.run(self._set_floor, {self._new_floor: floor, self._new_refused: refused})
-            self._floor_set = (floor, refused)
-        return tf.compat.v1.train.SessionRunArgs(self._tags)
+        fetch = self._channel.before_call(run_context.session)
+        return None if fetch is None else tf.compat.v1.train.SessionRunArgs(fetch)
 
     def after_run(self, run_context, run_values):
         self._in_call = False
-        tags = self._checked if self._gate_sees_tags else run_values.results
-        if tags is not None:  # None: the call ran without its gate, so it trained nothing
-            self._report(tags)
+        self._channel.after_call(run_values.results)
 
     def end(self, session):
         if self._in_call and self._finished is not None:
             # The last call of several steps ended part way, when the input ran out: its finished steps
             # trained their batches, but the call returned no tags.
-            self._report(session.run(self._finished))
+            self._channel.put(session.run(self._finished))
         try:
-            self._reporter.close()  # the last reports, before the service hears this process is done
+            self._channel.close()  # the last reports, before the service hears this process is done
         finally:
             self._feed.leave()
-
-    def _report(self, tags) -> None:
-        # One tag per batch the call trained: several with RunConfig(steps_per_execution > 1).
-        self._reporter.put([tuple(row) for row in tags.reshape(-1, 4).tolist()])
-        if not self._gated:
-            self._reporter.settle()
 
 
 class ShardSealListener(tf.compat.v1.train.CheckpointSaverListener):

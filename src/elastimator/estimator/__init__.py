@@ -6,7 +6,7 @@ from them. Names load on first use (as `elastimator`'s own do), so importing one
 
 * the API objects: `Estimator`, `EstimatorSpec`, `RunConfig`, `TaskType`, `ModeKeys`, `tf_variable`;
 * calling user code: `fn_args`, `check_model_fn`, `call_model_fn`, `check_hooks`;
-* a training step, as hooks see it: `TrainingStep`, `StepHook`, `StepInput`, `step_after_call`, `gate_writes`;
+* a training step, as hooks see it: `TrainingStep`, `StepHook`, `StepInput`, `step_after_call`, `plan_gate`;
 * checkpoints and exports: `CheckpointDir`, `ResumePoint`, `global_step_of`, `checkpoint_damage`, `make_saver`,
   `TRAIN_OP_COLLECTION`;
 * the cluster a process belongs to: `LOCAL_JOB_TF_CONFIG`.
@@ -31,7 +31,7 @@ _FACE = {
     "StepHook": ("training_step", "StepHook"),
     "StepInput": ("training_step", "StepInput"),
     "step_after_call": ("multi_step", "step_after_call"),
-    "gate_writes": ("write_gate", "gate_writes"),
+    "plan_gate": ("write_gate", "plan_gate"),
     "CheckpointDir": ("checkpoints", "CheckpointDir"),
     "ResumePoint": ("checkpoints", "ResumePoint"),
     "global_step_of": ("checkpoints", "global_step_of"),

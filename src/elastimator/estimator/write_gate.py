@@ -93,6 +93,69 @@ class Gate:
     """Whether the graph check decides alone: no Python runs in the call (`gate_writes(fast=...)`)."""
 
 
+@dataclasses.dataclass(frozen=True)
+class GatePlan:
+    """Which ops a gate on a train op's writes would hold, and which of the tensors asked for its check can get:
+    what a caller needs to choose its kind of check before building it (`plan_gate`)."""
+
+    waiting: tuple[tf.Operation, ...]
+    """The ops that wait for the gate: each write, or the entry of the TF1 while loop it is in."""
+    tensors: tuple[tf.Tensor, ...]
+    given: tuple[bool, ...]
+    """Per tensor, whether the check can get its value: one computed from the call's own writes would wait for
+    itself, and the check gets None for it."""
+
+    @property
+    def holds_writes(self) -> bool:
+        """Whether the train op writes anything, i.e. whether a gate would run in every call of it."""
+        return bool(self.waiting)
+
+    @property
+    def decides_in_graph(self) -> bool:
+        """Whether a graph check can decide alone: it holds writes and gets every tensor."""
+        return self.holds_writes and all(self.given)
+
+    def in_python(self, check: Callable[..., bool], name: str = "write_gate") -> Gate:
+        """The gate with `check` called in the call, given the values of the tensors it can get (None for the
+        rest); True lets the writes go, False withdraws the batch; what it raises fails the call."""
+        given = self.given
+
+        def run(*values):
+            values = iter(values)
+            return np.bool_(check(*[next(values) if ok else None for ok in given]))
+
+        passed = tf.numpy_function(run, self._inputs(), tf.bool, stateful=True, name=name)
+        passed.set_shape([])
+        return self._hold(passed, fast=False)
+
+    def in_graph(self, build: Callable[..., tf.Tensor], name: str = "write_gate") -> Gate:
+        """The gate with a boolean graph check `build(*tensors)` that decides alone (False withdraws the batch):
+        no Python in the call. Only where `decides_in_graph`."""
+        if not self.decides_in_graph:
+            raise ValueError("A graph check needs writes to hold and every tensor it checks; "
+                             f"this gate holds {len(self.waiting)} op(s) and gets {self.given}. "
+                             "Use in_python, which gets None for what it cannot wait for.")
+        return self._hold(tf.identity(build(*self.tensors), name=name), fast=True)
+
+    def _inputs(self) -> list[tf.Tensor]:
+        return [t for t, ok in zip(self.tensors, self.given) if ok]
+
+    def _hold(self, passed: tf.Tensor, fast: bool) -> Gate:
+        gate = training_step.withdraw_unless(passed)
+        for op in self.waiting:
+            op._add_control_input(gate)  # pylint: disable=protected-access  (no public way on a built op)
+        return Gate(gate, self.given, self.holds_writes, fast)
+
+
+def plan_gate(train_op, tensors: Sequence[tf.Tensor]) -> GatePlan:
+    """What a gate on every call of `train_op` would hold, with a check of `tensors` (see GatePlan)."""
+    writes = [op for op in state_updates.ancestors([training_step.as_op(train_op)]) if writes_state(op)]
+    waiting = _waiting_ops(writes)
+    held = set(writes) | set(waiting)
+    given = tuple(not (state_updates.ancestors([t]) & held) for t in tensors)
+    return GatePlan(tuple(waiting), tuple(tensors), given)
+
+
 def gate_writes(train_op, check: Callable[..., bool], tensors: Sequence[tf.Tensor],
                 name: str = "write_gate", fast: Callable[..., tf.Tensor] | None = None) -> Gate:
     """Makes every call of `train_op` run `check` and hold its writes until `check` returns.
@@ -111,27 +174,7 @@ def gate_writes(train_op, check: Callable[..., bool], tensors: Sequence[tf.Tenso
     Returns:
         The gate, and what its check gets.
     """
-    writes = [op for op in state_updates.ancestors([training_step.as_op(train_op)]) if writes_state(op)]
-    waiting = _waiting_ops(writes)
-    held = set(writes) | set(waiting)
-
-    def waits_for_itself(t: tf.Tensor) -> bool:
-        return bool(state_updates.ancestors([t]) & held)
-
-    usable = [not waits_for_itself(t) for t in tensors]
-    inputs = [t for t, ok in zip(tensors, usable) if ok]
-
-    def run(*values):
-        given = iter(values)
-        return np.bool_(check(*[next(given) if ok else None for ok in usable]))
-
-    use_fast = fast is not None and all(usable) and bool(waiting)
-    if use_fast:
-        passed = tf.identity(fast(*inputs), name=name)
-    else:
-        passed = tf.numpy_function(run, inputs, tf.bool, stateful=True, name=name)
-        passed.set_shape([])
-    gate = training_step.withdraw_unless(passed)
-    for op in waiting:
-        op._add_control_input(gate)  # pylint: disable=protected-access  (no public way on a built op)
-    return Gate(gate, tuple(usable), bool(waiting), use_fast)
+    plan = plan_gate(train_op, tensors)
+    if fast is not None and plan.decides_in_graph:
+        return plan.in_graph(fast, name)
+    return plan.in_python(check, name)
