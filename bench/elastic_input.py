@@ -141,7 +141,7 @@ class FloorReportHook(tf.compat.v1.train.SessionRunHook):
 
     @classmethod
     def step_hook(cls, feed):
-        from elastimator.estimator.training_step import StepHook
+        from elastimator.estimator.step.training_step import StepHook
 
         return StepHook(lambda step: cls(feed, step), several_steps_per_call=False)
 

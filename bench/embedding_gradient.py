@@ -2,7 +2,7 @@
 
 Run:  python bench/embedding_gradient.py [--steps 50] [--runs 10] [--rounds 7]
 
-elastimator's fused Adam (src/elastimator/estimator/fused_updates.py) turns an
+elastimator's fused Adam (src/elastimator/estimator/graph/fused_updates.py) turns an
 embedding's sparse gradient into a dense one and applies it with TensorFlow's
 fused Adam kernel. Two choices in it are measured here, each against the shipped
 code with that choice undone:
@@ -39,7 +39,7 @@ import deepfm  # noqa: E402
 from report import add_timed_run_arguments, write_results  # noqa: E402
 from timing import RoundRobin  # noqa: E402
 import elastimator as est  # noqa: E402
-from elastimator.estimator import fused_updates  # noqa: E402
+from elastimator.estimator.graph import fused_updates  # noqa: E402
 
 SHIPPED, CONTROL = "shipped", "shipped_again"
 UNDONE = {  # a choice undone: the fused_updates function it swaps back

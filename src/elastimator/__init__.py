@@ -36,11 +36,11 @@ __version__ = "0.1.0"
 _PUBLIC_BY_MODULE = {
     "elastimator.data": ("Column", "ElasticReader", "FileReader"),
     "elastimator.estimator.estimator": ("Estimator",),
-    "elastimator.estimator.mode_keys": ("ModeKeys",),
-    "elastimator.estimator.predictor": ("Predictor",),
-    "elastimator.estimator.run_config": ("RunConfig", "TaskType"),
-    "elastimator.estimator.spec": ("EstimatorSpec",),
-    "elastimator.estimator.warm_start": ("VocabInfo", "WarmStartSettings"),
+    "elastimator.estimator.contract.mode_keys": ("ModeKeys",),
+    "elastimator.estimator.loops.predictor": ("Predictor",),
+    "elastimator.estimator.contract.run_config": ("RunConfig", "TaskType"),
+    "elastimator.estimator.contract.spec": ("EstimatorSpec",),
+    "elastimator.estimator.contract.warm_start": ("VocabInfo", "WarmStartSettings"),
     "elastimator.premade": (
         "BaselineClassifier", "BaselineEstimator", "BaselineRegressor", "BinaryClassHead", "DeepFMClassifier",
         "DNNClassifier", "DNNEstimator", "DNNLinearCombinedClassifier", "DNNLinearCombinedEstimator",
@@ -49,15 +49,15 @@ _PUBLIC_BY_MODULE = {
         "PoissonRegressionHead",
         "RegressionHead",
     ),
-    "elastimator.training.early_stopping": (
+    "elastimator.train_eval.early_stopping": (
         "make_early_stopping_hook", "stop_if_higher_hook", "stop_if_lower_hook", "stop_if_no_decrease_hook",
         "stop_if_no_increase_hook",
     ),
-    "elastimator.training.exporters": ("BestExporter", "Exporter", "FinalExporter", "LatestExporter"),
-    "elastimator.training.metrics": ("ResetMetricsHook", "add_metrics"),
-    "elastimator.training.policies": ("AllOf", "AnyOf", "EvalPolicy", "EveryNSeconds", "EveryNSteps"),
-    "elastimator.training.specs": ("EvalSpec", "TrainSpec"),
-    "elastimator.training.train_and_evaluate": ("train_and_evaluate",),
+    "elastimator.train_eval.exporters": ("BestExporter", "Exporter", "FinalExporter", "LatestExporter"),
+    "elastimator.train_eval.metrics": ("ResetMetricsHook", "add_metrics"),
+    "elastimator.train_eval.policies": ("AllOf", "AnyOf", "EvalPolicy", "EveryNSeconds", "EveryNSteps"),
+    "elastimator.train_eval.specs": ("EvalSpec", "TrainSpec"),
+    "elastimator.train_eval.train_and_evaluate": ("train_and_evaluate",),
 }
 _MODULE_OF = {name: module for module, names in _PUBLIC_BY_MODULE.items() for name in names}
 

@@ -8,15 +8,15 @@ from elastimator.premade.logit_fns import call_logit_fn, dnn_logit_fn_builder, l
 from elastimator.premade.rnn import RNNClassifier, RNNEstimator
 from elastimator.premade.saved_model_estimator import SavedModelEstimator
 from elastimator.premade.sdca import LinearSDCA
-from elastimator.training.early_stopping import (
+from elastimator.train_eval.early_stopping import (
     make_early_stopping_hook,
     stop_if_higher_hook,
     stop_if_lower_hook,
     stop_if_no_decrease_hook,
     stop_if_no_increase_hook,
 )
-from elastimator.training.in_memory_evaluator import InMemoryEvaluatorHook
-from elastimator.training.stop_at_checkpoint import make_stop_at_checkpoint_step_hook
+from elastimator.train_eval.in_memory_evaluator import InMemoryEvaluatorHook
+from elastimator.train_eval.stop_at_checkpoint import make_stop_at_checkpoint_step_hook
 
 __all__ = [
     "InMemoryEvaluatorHook",

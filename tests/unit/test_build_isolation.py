@@ -10,7 +10,8 @@ import tensorflow as tf
 
 import elastimator
 from elastimator._context_patch import ContextPatch
-from elastimator.estimator import fused_updates, multi_step
+from elastimator.estimator.graph import fused_updates
+from elastimator.estimator.step import multi_step
 
 
 class _Greeter:

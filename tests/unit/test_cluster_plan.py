@@ -12,7 +12,7 @@ import pytest
 from elastimator.cluster.launcher import LaunchSpec, request_scale, scale_request_path, state_path
 from elastimator.cluster.plan import ClusterPlan, Task
 from elastimator.errors import ClusterError
-from elastimator.estimator.tf_config import parse_cluster
+from elastimator.estimator.contract.tf_config import parse_cluster
 
 
 def test_every_task_gets_a_distinct_port_and_a_parsable_tf_config():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import elastimator as est
-from elastimator.estimator import checkpoints
+from elastimator.estimator.saving import checkpoints
 from tests.helpers import linear_model_fn
 
 X = np.random.RandomState(0).rand(120, 4).astype("float32")

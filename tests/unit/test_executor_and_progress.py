@@ -9,11 +9,11 @@ import tensorflow as tf
 
 import elastimator as est
 from elastimator import Column, ElasticReader
+from elastimator.estimator.step.training_step import StepHook
 from elastimator.job.conf import JobConf
-from elastimator.estimator.training_step import StepHook
 from elastimator.job.executor import run_job
-from elastimator.job.progress import ProgressHook, format_duration, progress_line
 from elastimator.job.metrics_chart import readable_limits
+from elastimator.job.progress import ProgressHook, format_duration, progress_line
 from tests.helpers import linear_model_fn, read_events
 
 COLUMNS = [Column.create(n, "float32") for n in "abcd"] + [Column.create("species", "int", is_label=True)]

@@ -13,7 +13,7 @@ from elastimator.experimental import (
     linear_logit_fn_builder,
     make_stop_at_checkpoint_step_hook,
 )
-from elastimator.training.stop_at_checkpoint import StopAtCheckpointStepHook
+from elastimator.train_eval.stop_at_checkpoint import StopAtCheckpointStepHook
 from tests.helpers import eval_input, read_events, train_input
 
 COLUMNS = [tf.feature_column.numeric_column("x", shape=[4])]

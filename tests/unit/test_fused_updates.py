@@ -81,7 +81,7 @@ def test_fuse_sparse_updates_is_validated():
     ((ROWS, 2, 3), tf.bfloat16, tf.int64),
 ])
 def test_rows_are_summed_exactly_as_unsorted_segment_sum(shape, dtype, index_dtype):
-    from elastimator.estimator.fused_updates import _sum_rows
+    from elastimator.estimator.graph.fused_updates import _sum_rows
 
     rng = np.random.RandomState(1)
     indices = tf.constant(rng.randint(0, ROWS, size=300), index_dtype)  # about six of each row
@@ -95,7 +95,7 @@ def test_rows_are_summed_exactly_as_unsorted_segment_sum(shape, dtype, index_dty
 
 def _update_allocations(in_place: bool, monkeypatch) -> int:
     """Bytes the table's update ops allocate in one traced training step, after two untraced ones."""
-    from elastimator.estimator import fused_updates
+    from elastimator.estimator.graph import fused_updates
 
     if not in_place:
         monkeypatch.setattr(fused_updates, "_in_place", lambda variable, after: [])

@@ -10,7 +10,7 @@ from kubernetes import client
 
 from elastimator.cluster import k8s
 from elastimator.errors import ClusterError
-from elastimator.estimator.tf_config import parse_cluster, with_worker_slots
+from elastimator.estimator.contract.tf_config import parse_cluster, with_worker_slots
 
 CENSUS = k8s.TFJobSpec(name="census", conf="examples/census/census_conf.py:CensusConf", image="registry/elastimator:1",
                        ps=1, workers=2, max_workers=4, evaluator=True, pvc="census-model")

@@ -4,7 +4,7 @@ import pytest
 
 import elastimator as est
 from elastimator import ConfigError
-from elastimator.training.policies import EvalRecord
+from elastimator.train_eval.policies import EvalRecord
 
 
 def _input_fn():

@@ -72,7 +72,7 @@ def test_elastimator_inputs_build_no_generator_dataset(make_input):
 
 
 def test_an_input_fn_using_from_generator_is_warned_about_once(caplog, monkeypatch):
-    from elastimator.estimator import calls
+    from elastimator.estimator.graph import calls
     from elastimator.inputs import python_source
 
     monkeypatch.setattr(python_source, "_warned", False)

@@ -8,8 +8,8 @@ import pytest
 
 import elastimator as est
 from elastimator import ClusterError
-from elastimator.estimator import sessions
-from elastimator.training import servers
+from elastimator.estimator.loops import sessions
+from elastimator.train_eval import servers
 
 
 def _listening_socket():

@@ -7,14 +7,14 @@ import pytest
 import tensorflow as tf
 
 from elastimator.data import ElasticReader
-from elastimator.elastic.client import ShardClient
 from elastimator.elastic import report_channel
+from elastimator.elastic.client import ShardClient
 from elastimator.elastic.feed import ShardFeed, ShardReportHook
 from elastimator.elastic.report_queue import ReportQueue
 from elastimator.elastic.service import ShardService
 from elastimator.elastic.shards import SHARD_TAG, ShardingSpec, ShardServiceError
-from elastimator.estimator import training_step
-from elastimator.estimator.training_step import TrainingStep
+from elastimator.estimator.step import training_step
+from elastimator.estimator.step.training_step import TrainingStep
 
 TOKEN = "job-token-123"
 

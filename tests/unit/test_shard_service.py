@@ -4,14 +4,14 @@ import os
 
 import pytest
 
-from elastimator.elastic.feed import ShardFeed, ShardReportHook, report_port_from
 from elastimator.elastic.client import ShardClient
+from elastimator.elastic.feed import ShardFeed, ShardReportHook, report_port_from
 from elastimator.elastic.report_ring import ReportRing, RingReader
 from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.service import METHODS, ShardService
 from elastimator.elastic.shards import ShardingSpec, ShardServiceError
 from elastimator.errors import ReaderError
-from elastimator.estimator.training_step import TrainingStep
+from elastimator.estimator.step.training_step import TrainingStep
 
 TOKEN = "job-token-123"
 

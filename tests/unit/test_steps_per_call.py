@@ -9,9 +9,10 @@ import tensorflow as tf
 
 import elastimator as est
 from elastimator.errors import ConfigError
-from elastimator.estimator import checkpoints, steps_per_call
-from elastimator.estimator.steps_per_call import Pace, allows_several_steps, why_one_step
-from elastimator.estimator.training_step import StepHook
+from elastimator.estimator.saving import checkpoints
+from elastimator.estimator.step import steps_per_call
+from elastimator.estimator.step.steps_per_call import Pace, allows_several_steps, why_one_step
+from elastimator.estimator.step.training_step import StepHook
 
 
 class _Clock:

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import elastimator as est
 from elastimator import ConfigError
-from elastimator.training import eval_rounds
+from elastimator.train_eval import eval_rounds
 from tests.helpers import eval_input, linear_model_fn, read_events, train_input
 
 
@@ -129,7 +129,7 @@ def test_stop_if_no_decrease_reads_the_eval_history(make_estimator, iris):
     writer_dir = estimator.eval_dir()
     for step, loss in ((100, 0.5), (200, 0.4), (300, 0.45), (400, 0.41)):
         evaluator_summary = {"loss": loss, "global_step": step}
-        from elastimator.estimator.evaluate_loop import write_eval_summaries
+        from elastimator.estimator.loops.evaluate_loop import write_eval_summaries
         write_eval_summaries(writer_dir, step, evaluator_summary)
     stalled = est.stop_if_no_decrease_hook(estimator, "loss", max_steps_without_decrease=200)
     patient = est.stop_if_no_decrease_hook(estimator, "loss", max_steps_without_decrease=300)

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 import elastimator as est
-from elastimator.estimator.training_step import StepHook, StepInput
+from elastimator.estimator.step.training_step import StepHook, StepInput
 
 BATCHES = 10
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from elastimator.estimator import training_step, write_gate
+from elastimator.estimator.step import training_step, write_gate
 
 
 def _model():

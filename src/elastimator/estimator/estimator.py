@@ -11,18 +11,13 @@ import numpy as np
 import tensorflow as tf
 
 from elastimator.errors import CheckpointError, ConfigError, ModelDirError, ModelFnError
-from elastimator.estimator import (
-    calls,
-    checkpoints,
-    evaluate_loop,
-    exporting,
-    predict_loop,
-    train_loop,
-)
-from elastimator.estimator.mode_keys import ModeKeys
-from elastimator.estimator.predictor import Predictor
-from elastimator.estimator.run_config import RunConfig
-from elastimator.estimator.warm_start import WarmStartSettings
+from elastimator.estimator.contract.mode_keys import ModeKeys
+from elastimator.estimator.contract.run_config import RunConfig
+from elastimator.estimator.contract.warm_start import WarmStartSettings
+from elastimator.estimator.graph import calls
+from elastimator.estimator.loops import evaluate_loop, predict_loop, train_loop
+from elastimator.estimator.loops.predictor import Predictor
+from elastimator.estimator.saving import checkpoints, exporting
 
 logger = logging.getLogger("elastimator")
 

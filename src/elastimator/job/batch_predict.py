@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 from elastimator.errors import ExportError, ReaderError
-from elastimator.training.exporters import exports_in
+from elastimator.train_eval.exporters import exports_in
 
 logger = logging.getLogger("elastimator")
 

@@ -26,7 +26,7 @@ from elastimator.data.dataset import DataSetSpec
 from elastimator.data.file_reader import FileReader
 from elastimator.errors import ConfError, ConfigError, ElastimatorError
 from elastimator.estimator import Estimator
-from elastimator.training.exporters import BestExporter, Exporter, FinalExporter, LatestExporter, loss_smaller
+from elastimator.train_eval.exporters import BestExporter, Exporter, FinalExporter, LatestExporter, loss_smaller
 
 logger = logging.getLogger("elastimator")
 

@@ -18,21 +18,21 @@ import tensorflow as tf
 
 from elastimator.cluster.plan import EVALUATOR_ENV
 from elastimator.data.dataset import DataSetInput, serving_input_receiver_fn
-from elastimator.elastic.feed import ServiceConfig, ShardFeed, ShardReportHook, ShardRestoreHook, ShardSealListener
-from elastimator.elastic.sharded_input import ShardedInput
 from elastimator.elastic.client import ShardClient
+from elastimator.elastic.feed import ServiceConfig, ShardFeed, ShardReportHook, ShardRestoreHook, ShardSealListener
 from elastimator.elastic.service import ShardServer, serve
+from elastimator.elastic.sharded_input import ShardedInput
 from elastimator.elastic.shards import ShardingSpec
 from elastimator.errors import ConfError, ExportError
 from elastimator.estimator import CheckpointDir, Estimator, RunConfig, StepHook, TaskType
 from elastimator.job import data_quality
 from elastimator.job.conf import ExporterConf, JobConf
 from elastimator.job.progress import ProgressHook, progress_file_hook
-from elastimator.training.exporters import Exporter
-from elastimator.training.policies import EveryNSeconds, EveryNSteps
-from elastimator.training import eval_rounds
-from elastimator.training.specs import EvalSpec, TrainSpec
-from elastimator.training.train_and_evaluate import train_and_evaluate, train_only
+from elastimator.train_eval import eval_rounds
+from elastimator.train_eval.exporters import Exporter
+from elastimator.train_eval.policies import EveryNSeconds, EveryNSteps
+from elastimator.train_eval.specs import EvalSpec, TrainSpec
+from elastimator.train_eval.train_and_evaluate import train_and_evaluate, train_only
 
 logger = logging.getLogger("elastimator")
 

@@ -15,8 +15,8 @@ from elastimator.embedding.variable import ids_in_checkpoint
 from elastimator.errors import ModelDirError
 from elastimator.estimator import CheckpointDir
 from elastimator.job import data_quality
-from elastimator.training.eval_events import read_eval_events
-from elastimator.training.exporters import exports_in
+from elastimator.train_eval.eval_events import read_eval_events
+from elastimator.train_eval.exporters import exports_in
 
 
 @dataclasses.dataclass(frozen=True)

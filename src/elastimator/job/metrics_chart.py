@@ -7,7 +7,7 @@ import os
 
 from elastimator.errors import ModelDirError
 from elastimator.job.output_file import temporary_path_for
-from elastimator.training.eval_events import read_eval_events
+from elastimator.train_eval.eval_events import read_eval_events
 
 
 def _series(pattern: str) -> dict[str, list[tuple[int, float]]]:

@@ -34,7 +34,7 @@ class TPUConfig(record_type("TPUConfig", _TPU_FIELDS)):
     """TPU settings of a `RunConfig`, with 2.15's fields and defaults.
 
     Off a TPU, `iterations_per_loop` does not change what hooks see: training runs as an Estimator's does
-    (several steps per session call only where no hook would notice; see elastimator.estimator.steps_per_call).
+    (several steps per session call only where no hook would notice; see elastimator.estimator.step.steps_per_call).
     """
 
     __slots__ = ()

@@ -12,10 +12,10 @@ import numpy as np
 import tensorflow as tf
 
 from elastimator.embedding import engine as embedding_engine
-from elastimator.estimator import calls, fused_updates, keras_traps, state_updates
-from elastimator.estimator.mode_keys import ModeKeys
-from elastimator.estimator.run_config import RunConfig
-from elastimator.estimator.spec import EstimatorSpec
+from elastimator.estimator.contract.mode_keys import ModeKeys
+from elastimator.estimator.contract.run_config import RunConfig
+from elastimator.estimator.contract.spec import EstimatorSpec
+from elastimator.estimator.graph import calls, fused_updates, keras_traps, state_updates
 
 @dataclasses.dataclass(frozen=True)
 class ModelGraph:

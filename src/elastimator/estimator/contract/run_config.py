@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from elastimator._validate import is_int
 from elastimator.errors import ConfigError
-from elastimator.estimator.tf_config import LOCAL_JOB_TF_CONFIG, ClusterInfo, TaskType, parse_cluster, read_tf_config
+from elastimator.estimator.contract.tf_config import LOCAL_JOB_TF_CONFIG, ClusterInfo, TaskType, parse_cluster, read_tf_config
 
 __all__ = ["LOCAL_JOB_TF_CONFIG", "RunConfig", "TaskType"]
 
@@ -101,13 +101,13 @@ class RunConfig:
     _: dataclasses.KW_ONLY
     fuse_sparse_updates: bool = True
     """Apply v1 Adam's embedding (sparse) gradients with its fused dense kernel: the same arithmetic in
-    fewer passes over each table (elastimator.estimator.fused_updates). False keeps TensorFlow's ops."""
+    fewer passes over each table (elastimator.estimator.graph.fused_updates). False keeps TensorFlow's ops."""
     steps_per_execution: int | None = None
     """Training steps per session call (TPUEstimator's `iterations_per_loop`). Above 1, hooks run once per call
     and see its last step; checkpoints, summaries and logs still land on their step intervals
-    (elastimator.estimator.multi_step). None (the default): up to 20 steps per call, each call about 0.2 s, when
+    (elastimator.estimator.step.multi_step). None (the default): up to 20 steps per call, each call about 0.2 s, when
     every hook acts on the global step rather than on calls and the process trains alone (not in a cluster);
-    else 1 (elastimator.estimator.steps_per_call)."""
+    else 1 (elastimator.estimator.step.steps_per_call)."""
     tf_config: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False)
     """TF_CONFIG as a dict; None reads the environment variable once, here."""
     cluster: ClusterInfo = dataclasses.field(init=False, repr=False, compare=False)

@@ -9,8 +9,8 @@ import numpy as np
 import tensorflow as tf
 
 from elastimator.errors import NanLossError
-from elastimator.estimator import checkpoints
-from elastimator.estimator.training_step import StepHook
+from elastimator.estimator.saving import checkpoints
+from elastimator.estimator.step.training_step import StepHook
 
 logger = logging.getLogger("elastimator")
 

@@ -33,7 +33,8 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from elastimator.estimator import state_updates, training_step
+from elastimator.estimator.graph import state_updates
+from elastimator.estimator.step import training_step
 
 _READS_AND_PASS_THROUGHS = frozenset({
     "ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VarIsInitializedOp", "VariableShape",

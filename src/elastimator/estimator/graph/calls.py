@@ -11,9 +11,9 @@ from typing import Any, Callable
 import tensorflow as tf
 
 from elastimator.errors import InputFnError, ModelFnError
-from elastimator.estimator.mode_keys import ModeKeys
-from elastimator.estimator.spec import EstimatorSpec
-from elastimator.estimator.training_step import StepInput
+from elastimator.estimator.contract.mode_keys import ModeKeys
+from elastimator.estimator.contract.spec import EstimatorSpec
+from elastimator.estimator.step.training_step import StepInput
 from elastimator.inputs import python_source
 
 _MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config")
@@ -156,7 +156,7 @@ def call_model_fn(
         kwargs["params"] = copy.deepcopy(params) if params is not None else {}
     if "config" in args:
         kwargs["config"] = config
-    from elastimator.estimator import keras_traps  # imported here: it imports Keras only when needed
+    from elastimator.estimator.graph import keras_traps  # imported here: it imports Keras only when needed
 
     with keras_traps.explain_model_fn_errors(model_fn), keras_traps.fresh_keras_names():
         spec = model_fn(**kwargs)

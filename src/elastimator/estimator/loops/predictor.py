@@ -16,8 +16,10 @@ import numpy as np
 import tensorflow as tf
 
 from elastimator.errors import InputFnError
-from elastimator.estimator import checkpoints, model_graph, predict_loop, sessions
-from elastimator.estimator.mode_keys import ModeKeys
+from elastimator.estimator.contract.mode_keys import ModeKeys
+from elastimator.estimator.graph import model_graph
+from elastimator.estimator.loops import predict_loop, sessions
+from elastimator.estimator.saving import checkpoints
 from elastimator.export.receivers import SERVING_RECEIVERS
 
 

@@ -7,8 +7,10 @@ from typing import Callable, Iterator, Sequence
 import tensorflow as tf
 
 from elastimator.errors import ModelFnError
-from elastimator.estimator import checkpoints, hooks as engine_hooks, model_graph, sessions
-from elastimator.estimator.mode_keys import ModeKeys
+from elastimator.estimator.contract.mode_keys import ModeKeys
+from elastimator.estimator.graph import model_graph
+from elastimator.estimator.loops import hooks as engine_hooks, sessions
+from elastimator.estimator.saving import checkpoints
 
 
 def select(predictions, predict_keys):

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from elastimator._network import reachable
 from elastimator.errors import ClusterError
-from elastimator.estimator import checkpoints
+from elastimator.estimator.saving import checkpoints
 
 logger = logging.getLogger("elastimator")
 

@@ -11,8 +11,10 @@ import tensorflow as tf
 
 from elastimator._validate import is_int
 from elastimator.errors import CheckpointError, ConfigError
-from elastimator.estimator import checkpoints, hooks as engine_hooks, model_graph, sessions
-from elastimator.estimator.mode_keys import ModeKeys
+from elastimator.estimator.contract.mode_keys import ModeKeys
+from elastimator.estimator.graph import model_graph
+from elastimator.estimator.loops import hooks as engine_hooks, sessions
+from elastimator.estimator.saving import checkpoints
 
 logger = logging.getLogger("elastimator")
 LOSS_KEY = "loss"

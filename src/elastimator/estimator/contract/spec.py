@@ -8,9 +8,9 @@ import tensorflow as tf
 
 from elastimator._records import record_type
 from elastimator.errors import ModelFnError
-from elastimator.estimator import state_updates
-from elastimator.estimator.hooks import check_hooks
-from elastimator.estimator.mode_keys import ModeKeys
+from elastimator.estimator.contract.mode_keys import ModeKeys
+from elastimator.estimator.graph import state_updates
+from elastimator.estimator.loops.hooks import check_hooks
 from elastimator.export.outputs import ExportOutput, PredictOutput
 
 DEFAULT_SERVING_KEY = tf.compat.v1.saved_model.signature_constants.DEFAULT_SERVING_SIGNATURE_DEF_KEY

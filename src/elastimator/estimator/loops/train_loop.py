@@ -10,11 +10,13 @@ import tensorflow as tf
 from elastimator._validate import is_int
 from elastimator.embedding import eviction as embedding_eviction
 from elastimator.errors import ConfigError
-from elastimator.estimator import (checkpoints, interrupt, model_graph, multi_step, sessions, steps_per_call,
-                                   training_step)
-from elastimator.estimator import hooks as engine_hooks
-from elastimator.estimator.mode_keys import ModeKeys
-from elastimator.estimator.training_step import TrainingStep
+from elastimator.estimator.contract.mode_keys import ModeKeys
+from elastimator.estimator.graph import model_graph
+from elastimator.estimator.loops import interrupt, sessions
+from elastimator.estimator.loops import hooks as engine_hooks
+from elastimator.estimator.saving import checkpoints
+from elastimator.estimator.step import multi_step, steps_per_call, training_step
+from elastimator.estimator.step.training_step import TrainingStep
 
 logger = logging.getLogger("elastimator")
 

@@ -8,8 +8,8 @@ from elastimator._records import record_type
 from elastimator._validate import is_int
 from elastimator.errors import ConfigError
 from elastimator.estimator import check_hooks
-from elastimator.training.exporters import Exporter
-from elastimator.training.policies import EvalPolicy, EveryNSeconds
+from elastimator.train_eval.exporters import Exporter
+from elastimator.train_eval.policies import EvalPolicy, EveryNSeconds
 
 
 def _positive_or_none(owner: str, name: str, value) -> None:

@@ -72,7 +72,7 @@ class ResetMetricsHook(tf.compat.v1.train.SessionRunHook):
             scope; None resets every metric variable in the graph.
     """
 
-    several_steps_per_call = True  # acts on the global step (elastimator.estimator.steps_per_call)
+    several_steps_per_call = True  # acts on the global step (elastimator.estimator.step.steps_per_call)
 
     def __init__(self, every_n_steps: int, scope: str | None = None):
         if not is_int(every_n_steps, minimum=1):

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from elastimator.errors import ConfigError
 from elastimator.estimator import step_after_call
-from elastimator.training.eval_events import read_eval_events
+from elastimator.train_eval.eval_events import read_eval_events
 
 logger = logging.getLogger("elastimator")
 _FLAG_NAME = "signal_early_stopping/stop"
@@ -33,7 +33,7 @@ class EarlyStoppingHook(tf.compat.v1.train.SessionRunHook):
         run_every_secs / run_every_steps: How often to check.
     """
 
-    several_steps_per_call = True  # acts on the global step (elastimator.estimator.steps_per_call)
+    several_steps_per_call = True  # acts on the global step (elastimator.estimator.step.steps_per_call)
 
     def __init__(self, should_stop_fn: Callable[[], bool], *, is_chief: bool, flag_device: str,
                  run_every_secs: float | None = 60, run_every_steps: int | None = None):

@@ -2,7 +2,7 @@
 
 A session call costs a fixed amount besides its ops (hooks, fetches, the
 executor's set-up): about 2.5 ms on 2 CPU cores, a fifth of a DeepFM step at
-batch 512. Several steps per call (elastimator.estimator.multi_step) pay it once
+batch 512. Several steps per call (elastimator.estimator.step.multi_step) pay it once
 for all of them, so by default training runs them wherever that changes
 nothing a user can see:
 
@@ -38,8 +38,8 @@ from typing import Callable, Iterable
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
-from elastimator.estimator import hook_steps
-from elastimator.estimator.training_step import StepHook
+from elastimator.estimator.step import hook_steps
+from elastimator.estimator.step.training_step import StepHook
 
 MOST_STEPS = 20
 """The most steps one automatically sized call runs."""

@@ -117,7 +117,7 @@ class StrandedWorkerExit(tf.compat.v1.train.SessionRunHook):
         chief_done_at: The wall time the chief marked training done, or None while it has not.
     """
 
-    several_steps_per_call = True  # acts on time since a call ended (elastimator.estimator.steps_per_call)
+    several_steps_per_call = True  # acts on time since a call ended (elastimator.estimator.step.steps_per_call)
 
     def __init__(self, chief_done_at: Callable[[], float | None], idle_secs: float = 60.0, poll_secs: float = 2.0,
                  exit_process: Callable[[int], None] = os._exit, clock: Callable[[], float] = time.monotonic):

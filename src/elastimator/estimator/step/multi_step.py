@@ -40,9 +40,9 @@ import tensorflow as tf
 from tensorflow.python.ops import control_flow_ops  # TF1's while frame, built without the process-wide switch
 
 from elastimator.errors import ConfigError
-from elastimator.estimator import hook_steps
-from elastimator.estimator.steps_per_call import Pace
-from elastimator.estimator.training_step import TrainingStep, as_op
+from elastimator.estimator.step import hook_steps
+from elastimator.estimator.step.steps_per_call import Pace
+from elastimator.estimator.step.training_step import TrainingStep, as_op
 
 _PLACEHOLDERS = frozenset({"Placeholder", "PlaceholderV2", "PlaceholderWithDefault"})
 _V1_CONTROL_FLOW = frozenset({"Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration",

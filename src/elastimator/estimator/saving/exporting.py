@@ -11,8 +11,9 @@ from typing import Callable, Mapping
 import tensorflow as tf
 
 from elastimator.errors import ExportError
-from elastimator.estimator import checkpoints, model_graph
-from elastimator.estimator.mode_keys import ModeKeys
+from elastimator.estimator.contract.mode_keys import ModeKeys
+from elastimator.estimator.graph import model_graph
+from elastimator.estimator.saving import checkpoints
 from elastimator.export.outputs import EvalOutput, TrainOutput
 from elastimator.export.receivers import SERVING_RECEIVERS, SupervisedInputReceiver
 

@@ -10,10 +10,10 @@ import tensorflow as tf
 
 from elastimator.errors import ConfigError
 from elastimator.estimator import CheckpointDir, Estimator, TaskType
-from elastimator.training import eval_rounds, servers
-from elastimator.training import exporters as exporter_lib
-from elastimator.training.policies import EvalRecord
-from elastimator.training.specs import EvalSpec, TrainSpec
+from elastimator.train_eval import eval_rounds, servers
+from elastimator.train_eval import exporters as exporter_lib
+from elastimator.train_eval.policies import EvalRecord
+from elastimator.train_eval.specs import EvalSpec, TrainSpec
 
 logger = logging.getLogger("elastimator")
 

@@ -32,8 +32,8 @@ from typing import Callable, Iterator
 import tensorflow as tf
 
 from elastimator.errors import ModelFnError
-from elastimator.estimator import state_updates
-from elastimator.estimator.spec import EstimatorSpec
+from elastimator.estimator.contract.spec import EstimatorSpec
+from elastimator.estimator.graph import state_updates
 
 logger = logging.getLogger("elastimator")
 

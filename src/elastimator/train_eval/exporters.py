@@ -20,7 +20,7 @@ from typing import Callable, Mapping
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
-from elastimator.training.eval_events import read_eval_events
+from elastimator.train_eval.eval_events import read_eval_events
 
 logger = logging.getLogger("elastimator")
 ORIGIN_FILE = "elastimator_origin.json"

@@ -12,9 +12,9 @@ from typing import Callable
 import tensorflow as tf
 
 from elastimator.estimator import CheckpointDir, checkpoint_damage, global_step_of
-from elastimator.training import exporters
-from elastimator.training.policies import EvalRecord
-from elastimator.training.specs import EvalSpec
+from elastimator.train_eval import exporters
+from elastimator.train_eval.policies import EvalRecord
+from elastimator.train_eval.specs import EvalSpec
 
 logger = logging.getLogger("elastimator")
 DONE_MARKER = "train_done.json"

@@ -47,7 +47,7 @@ class TrainingStep:
     to be read in the hook's `end()`. Empty with one step per call, where a failed call trained nothing."""
     train_op: tf.Operation | None = None
     """The op each call runs: what it writes is the call's training (a hook may hold those writes,
-    elastimator.estimator.write_gate)."""
+    elastimator.estimator.step.write_gate)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +59,7 @@ class StepHook:
     several_steps_per_call: bool = True
     """Whether the hook it builds behaves the same when a call runs several steps (it sees every step's
     outputs either way); False keeps automatically sized training at one step per call
-    (elastimator.estimator.steps_per_call)."""
+    (elastimator.estimator.step.steps_per_call)."""
 
 
 def single(train_op, loss: tf.Tensor, global_step: tf.Tensor, step_outputs: Mapping[str, tf.Tensor]) -> TrainingStep:
