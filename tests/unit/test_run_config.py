@@ -117,7 +117,7 @@ def test_variables_go_to_ps_in_a_cluster():
     assert op.device == "/job:worker/task:0"
 
 
-def test_a_one_replica_strategy_is_accepted_and_more_replicas_are_refused_with_what_to_do():
+def test_a_one_replica_strategy_is_accepted_and_strategies_not_built_are_refused_with_what_to_do():
     import tensorflow as tf
 
     config = RunConfig(train_distribute=tf.distribute.MirroredStrategy(["/cpu:0"]))
@@ -126,7 +126,11 @@ def test_a_one_replica_strategy_is_accepted_and_more_replicas_are_refused_with_w
     class TwoReplicas:
         num_replicas_in_sync = 2
 
-    with pytest.raises(ConfigError, match="TwoReplicas with 2 replicas.*CUDA_VISIBLE_DEVICES=0"):
+    with pytest.raises(ConfigError, match="TwoReplicas with 2 replicas; elastimator trains several replicas with "
+                                          "MirroredStrategy or CentralStorageStrategy in one process"):
+        RunConfig(train_distribute=TwoReplicas())
+    with pytest.raises(ConfigError, match="eval_distribute is a TwoReplicas with 2 replicas; evaluation over "
+                                          "several replicas is not built yet. Leave eval_distribute None"):
         RunConfig(eval_distribute=TwoReplicas())
 
 

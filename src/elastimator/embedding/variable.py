@@ -233,9 +233,17 @@ def get_embedding_variable(name: str, embedding_dim: int, key_dtype=tf.int64, va
         The EmbeddingVariable.
 
     Raises:
-        ConfigError: for an invalid argument, or a name that exists in a scope that does not reuse.
+        ConfigError: for an invalid argument, a name that exists in a scope that does not reuse, or a model
+            built over several replicas of a strategy.
     """
     del collections, caching_device, validate_shape, custom_getter
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    if replicas > 1:
+        raise ConfigError(
+            f"get_embedding_variable({name!r}): the model is built over {replicas} replicas (RunConfig "
+            "train_distribute), and a strategy does not mirror embedding variables: each replica would train a "
+            "table of its own. Train them with parameter servers (TF_CONFIG, `elastimator launch`), or leave "
+            "train_distribute None.")
     if not is_int(embedding_dim, minimum=1):
         raise ConfigError(f"get_embedding_variable({name!r}): embedding_dim must be a positive int; got "
                           f"{embedding_dim!r}.")

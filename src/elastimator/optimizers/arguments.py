@@ -125,6 +125,11 @@ def minimize(optimizer, loss: tf.Tensor, var_list=None, global_step=None) -> tf.
     """
     if isinstance(optimizer, _v1.Optimizer):
         return optimizer.minimize(loss, global_step=global_step, var_list=var_list)
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    if replicas > 1 and tf.compat.v1.distribute.get_loss_reduction() == tf.distribute.ReduceOp.MEAN:
+        # Under train_distribute a v1 optimizer divides a mean loss by the replicas itself (their gradients are
+        # summed); a tf-keras one does not, so the mean is divided here, as 2.15's heads did.
+        loss = loss / replicas
     if global_step is not None:
         optimizer.iterations = global_step
     if var_list is None:

@@ -81,15 +81,17 @@ class RunConfig:
     log_step_count_steps: int | None = 100
     """Log loss and steps/s every N steps (None or 0: never)."""
     train_distribute: Any = None
-    """A `tf.distribute` strategy with one replica (e.g. `MirroredStrategy()` on a machine with one device)
-    trains on that device, as tf.estimator did; several replicas are refused (elastimator distributes with
-    parameter servers: see TF_CONFIG and `elastimator launch`)."""
+    """A `tf.distribute` strategy of this process's devices: `MirroredStrategy(devices)` or
+    `CentralStorageStrategy` trains a replica of the model on each device in sync, as tf.estimator did (the
+    input_fn's batches are per replica; see estimator/graph/replicas.py). One replica (e.g. `OneDeviceStrategy`,
+    or `MirroredStrategy()` on a machine with one device) trains as without a strategy."""
     device_fn: Callable[[Any], str] | None = None
     """Op -> device function; defaults to a replica device setter when the cluster has ps tasks."""
     protocol: str | None = None
     """Server protocol (None means "grpc")."""
     eval_distribute: Any = None
-    """As `train_distribute`, for evaluation."""
+    """A strategy of one replica for evaluation (evaluation over several replicas is not built yet: leave it
+    None, and evaluation runs on one device whatever `train_distribute` is)."""
     experimental_distribute: Any = None
     """Accepted for compatibility; must be None."""
     experimental_max_worker_delay_secs: int | None = None
@@ -207,20 +209,38 @@ class RunConfig:
         return dataclasses.replace(self, **kwargs)
 
 
+IN_PROCESS_STRATEGIES = ("MirroredStrategy", "MirroredStrategyV1", "CentralStorageStrategy",
+                         "CentralStorageStrategyV1")
+"""The strategies whose replicas train in this process (estimator/graph/replicas.py), by class name (a subclass
+counts as its base)."""
+
+
 def _check_strategy(name: str, strategy: Any) -> None:
-    """A strategy of one replica runs as plain training on its device; more replicas are refused."""
+    """A strategy of one replica runs as plain training on its device; several replicas train in sync where
+    elastimator builds that (training with an in-process strategy); the rest are refused, saying what to use."""
     if strategy is None:
         return
     replicas = getattr(strategy, "num_replicas_in_sync", None)
     if not isinstance(replicas, int):
         raise ConfigError(f"RunConfig: {name} expected a tf.distribute.Strategy or None; got "
                           f"{type(strategy).__name__}.")
-    if replicas != 1:
+    kind = type(strategy).__name__
+    if kind.startswith("TPUStrategy"):
         raise ConfigError(
-            f"RunConfig: {name} is a {type(strategy).__name__} with {replicas} replicas; elastimator trains one "
-            "replica per process and distributes with parameter servers (TF_CONFIG, `elastimator launch`). Use "
-            "one device (e.g. CUDA_VISIBLE_DEVICES=0), or a parameter-server cluster for several."
-        )
+            f"RunConfig: {name} is a {kind}; elastimator runs no TPU. Use MirroredStrategy over this machine's "
+            "devices, or leave it None (TPUEstimator programs run with use_tpu=False).")
+    if replicas == 1:
+        return
+    if name == "eval_distribute":
+        raise ConfigError(
+            f"RunConfig: eval_distribute is a {kind} with {replicas} replicas; evaluation over several replicas "
+            "is not built yet. Leave eval_distribute None: evaluation runs on one device, and train_distribute "
+            "still trains on every replica.")
+    if not {c.__name__ for c in type(strategy).__mro__} & set(IN_PROCESS_STRATEGIES):
+        raise ConfigError(
+            f"RunConfig: {name} is a {kind} with {replicas} replicas; elastimator trains several replicas with "
+            "MirroredStrategy or CentralStorageStrategy in one process, or with parameter servers across "
+            "processes (TF_CONFIG, `elastimator launch`). Use one of those.")
 
 
 def _check_optional_int(name: str, value: Any) -> None:

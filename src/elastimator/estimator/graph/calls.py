@@ -85,12 +85,10 @@ class DatasetInitializerHook(tf.compat.v1.train.SessionRunHook):
         session.run(self._initializer)
 
 
-def call_input_fn(input_fn: Callable, mode: str, params: dict, config) -> InputResult:
-    """Calls `input_fn` in the current graph and turns its result into tensors.
-
-    Accepts a `tf.data.Dataset` of `(features, labels)` or of features, or a
-    `(features, labels)` tuple, or features alone.
-    """
+def input_fn_result(input_fn: Callable, mode: str, params: dict, config,
+                    input_context: tf.distribute.InputContext | None = None):
+    """Calls `input_fn` on the CPU with the arguments it takes (`input_context` only where one is given: a
+    strategy's input pipeline) and returns what it returned."""
     if not callable(input_fn):
         raise InputFnError(f"input_fn must be callable; got {type(input_fn).__name__}.")
     args = fn_args(input_fn)
@@ -101,9 +99,21 @@ def call_input_fn(input_fn: Callable, mode: str, params: dict, config) -> InputR
         kwargs["params"] = params
     if "config" in args:
         kwargs["config"] = config
+    if "input_context" in args and input_context is not None:
+        kwargs["input_context"] = input_context
     with tf.compat.v1.device("/cpu:0"):
         result = input_fn(**kwargs)
     python_source.warn_about_generator_datasets(tf.compat.v1.get_default_graph())
+    return result
+
+
+def call_input_fn(input_fn: Callable, mode: str, params: dict, config) -> InputResult:
+    """Calls `input_fn` in the current graph and turns its result into tensors.
+
+    Accepts a `tf.data.Dataset` of `(features, labels)` or of features, or a
+    `(features, labels)` tuple, or features alone.
+    """
+    result = input_fn_result(input_fn, mode, params, config)
     hooks: tuple = ()
     if isinstance(result, tf.data.Dataset):
         iterator = tf.compat.v1.data.make_initializable_iterator(result)
@@ -112,11 +122,12 @@ def call_input_fn(input_fn: Callable, mode: str, params: dict, config) -> InputR
     if isinstance(result, StepInput):
         return InputResult(features=result.features, labels=result.labels, hooks=hooks,
                            step_outputs=dict(result.step_outputs))
-    features, labels = _split(result, input_fn)
+    features, labels = split(result, input_fn)
     return InputResult(features=features, labels=labels, hooks=hooks)
 
 
-def _split(result, input_fn) -> tuple[Any, Any]:
+def split(result, input_fn) -> tuple[Any, Any]:
+    """(features, labels) of what an input_fn's dataset yields or it returned: a pair, or features alone."""
     if isinstance(result, (tuple, list)):
         if len(result) != 2:
             raise InputFnError(

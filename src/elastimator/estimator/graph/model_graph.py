@@ -28,10 +28,12 @@ class ModelGraph:
     input_hooks: tuple = ()
     step_outputs: dict = dataclasses.field(default_factory=dict)
     """Per-batch tensors the input declared for hooks (`training_step.StepInput`), by name."""
+    replicas: int = 1
+    """How many replicas of the model a step trains in sync (a train_distribute strategy's, graph/replicas.py)."""
 
 
 @contextlib.contextmanager
-def _seeded(seed: int | None):
+def seeded(seed: int | None):
     """Seeds the graph, Python's and NumPy's generators, and whichever Keras is loaded, while a graph builds.
 
     Keras initializers draw their own seeds (from Python's `random` unless
@@ -112,7 +114,7 @@ def build(
     them). `place_on_cluster=False` ignores the cluster's device placement
     (export runs in a local session).
     """
-    with _seeded(config.tf_random_seed):
+    with seeded(config.tf_random_seed):
         return _build(model_fn, params, config, mode, input_fn, features, labels, place_on_cluster)
 
 

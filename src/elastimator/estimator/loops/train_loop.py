@@ -11,7 +11,7 @@ from elastimator._validate import is_int
 from elastimator.embedding import eviction as embedding_eviction
 from elastimator.errors import ConfigError
 from elastimator.estimator.contract.mode_keys import ModeKeys
-from elastimator.estimator.graph import model_graph
+from elastimator.estimator.graph import model_graph, replicas
 from elastimator.estimator.loops import interrupt, sessions
 from elastimator.estimator.loops import hooks as engine_hooks
 from elastimator.estimator.saving import checkpoints
@@ -74,6 +74,12 @@ def _training_step(built: model_graph.ModelGraph, config, steps, max_steps, rest
     each call. `hooks` are the training's hooks that elastimator did not make (see steps_per_call)."""
     spec = built.spec
     most, pace = config.steps_per_execution, None
+    if built.replicas > 1:
+        if most not in (None, 1):
+            raise ConfigError(
+                f"RunConfig: steps_per_execution={most} with train_distribute over {built.replicas} replicas; a "
+                "strategy's replicas run one step per session call. Leave steps_per_execution None (or 1).")
+        most = 1
     if most is None:
         reason = steps_per_call.why_one_step(
             hooks=hooks, steps_to_train=steps_per_call.steps_to_train(steps, max_steps, restored_step),
@@ -124,7 +130,11 @@ def train(
     if latest is not None and config.is_chief:
         logger.info("Resuming from step %d (%s).", restored_step, latest)
     with tf.Graph().as_default():
-        built = model_graph.build_for(estimator, ModeKeys.TRAIN, input_fn)
+        strategy = config.train_distribute
+        if replicas.replicas_of(strategy) > 1:
+            built = replicas.build_for(estimator, input_fn, strategy)
+        else:
+            built = model_graph.build_for(estimator, ModeKeys.TRAIN, input_fn)
         spec = built.spec
         if latest is None and estimator.warm_start_settings is not None:
             estimator.warm_start_settings.apply()

@@ -1,0 +1,125 @@
+"""Building the training graph over the replicas of a tf.distribute strategy in this process, as tf.estimator 2.15
+built it for `RunConfig(train_distribute=...)` (MirroredStrategy over several devices, CentralStorageStrategy).
+
+* The input_fn is called once per input pipeline, with its `input_context` if it takes one, and returns a
+  Dataset whose batches are per replica: each replica takes a batch of its own, so one step trains on the
+  input_fn's batch size times the number of replicas.
+* model_fn is called once per replica, on that replica's device, in a thread of the strategy's, as it is written
+  (2.15 let the strategy convert it with AutoGraph, which turned the errors it raised into StagingError; a
+  graph-mode model_fn has no control flow on tensors to convert). Variables made
+  under the strategy are mirrored (one copy per device, kept equal) or, with CentralStorageStrategy, kept on
+  one device. A checkpoint holds each variable once, under its own name, so it restores with or without the
+  strategy.
+* A v1 optimizer divides each replica's loss by the number of replicas (where the loss is a mean), and the
+  strategy sums the replicas' gradients before the update: a step over N replicas' batches is one step over
+  the N batches together. The loss a step reports is the replicas' mean (their sum where no optimizer scaled
+  them).
+* The hooks and the scaffold come from the first replica's EstimatorSpec.
+* Embedding variables (hash tables) are not mirrored by any strategy: making one under several replicas is
+  an error that says to train them with parameter servers.
+* The default cross-device ops of a MirroredStrategy made outside a graph are collectives, which in a TF1
+  session waited forever in the first step over CPU devices (tf.estimator 2.15 hung there): left at the
+  default, the strategy built with is the same devices with the ops TensorFlow picks for a session (a
+  reduction to one device over CPUs, NCCL over GPUs).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable
+
+import tensorflow as tf
+from tensorflow.python.distribute import cross_device_ops as cross_device_ops_lib  # pylint: disable=no-name-in-module
+from tensorflow.python.distribute import mirrored_strategy  # pylint: disable=no-name-in-module
+
+from elastimator.errors import InputFnError
+from elastimator.estimator.contract.mode_keys import ModeKeys
+from elastimator.estimator.contract.run_config import RunConfig
+from elastimator.estimator.contract.spec import EstimatorSpec
+from elastimator.estimator.graph import calls, fused_updates
+from elastimator.estimator.graph.model_graph import ModelGraph, seeded
+
+
+def replicas_of(strategy: Any) -> int:
+    """How many replicas train in sync under `strategy` (None: one)."""
+    return 1 if strategy is None else strategy.num_replicas_in_sync
+
+
+def build_for(estimator, input_fn: Callable, strategy: Any) -> ModelGraph:
+    """Builds an Estimator's training model over `strategy`'s replicas (see the module doc)."""
+    return build(model_fn=estimator.model_fn, params=estimator._params_for(ModeKeys.TRAIN),  # pylint: disable=protected-access
+                 config=estimator.config, input_fn=input_fn, strategy=strategy)
+
+
+def build(*, model_fn: Callable, params: dict | None, config: RunConfig, input_fn: Callable,
+          strategy: Any) -> ModelGraph:
+    """Builds the training model into the default graph, model_fn once per replica of `strategy`."""
+    strategy = _for_sessions(strategy)
+    graph = tf.compat.v1.get_default_graph()
+    with seeded(config.tf_random_seed), strategy.scope(), \
+            strategy._scale_loss_for_estimator_enabled():  # pylint: disable=protected-access  (2.15's switch)
+        global_step = tf.compat.v1.train.get_or_create_global_step()
+        iterator = strategy.make_input_fn_iterator(
+            lambda context: _dataset(input_fn, params or {}, config, context, strategy))
+        features, labels = calls.split(iterator.get_next(), input_fn)
+        specs: dict[int, EstimatorSpec] = {}
+        lock = threading.Lock()
+
+        @tf.autograph.experimental.do_not_convert
+        def replica_fn(replica_features, replica_labels):
+            # The fused-update swap is seen only in the thread that enters it: each replica's thread enters it.
+            with fused_updates.fused_sparse_adam(config.fuse_sparse_updates):
+                spec = calls.call_model_fn(model_fn, replica_features, replica_labels, ModeKeys.TRAIN, params,
+                                           config)
+            replica = tf.get_static_value(tf.distribute.get_replica_context().replica_id_in_sync_group)
+            with lock:
+                specs[int(replica)] = spec
+            return spec.loss, spec.train_op
+
+        losses, train_ops = strategy.extended.call_for_each_replica(replica_fn, args=(features, labels))
+        scaled = getattr(graph, "_is_loss_scaled_by_optimizer", False)
+        reduction = tf.compat.v1.distribute.get_loss_reduction() if scaled else tf.distribute.ReduceOp.SUM
+        loss = strategy.reduce(reduction, losses, axis=None)
+        train_op = strategy.group(train_ops)
+    first = specs[0]
+    spec = EstimatorSpec(ModeKeys.TRAIN, loss=loss, train_op=train_op, training_hooks=first.training_hooks,
+                         training_chief_hooks=first.training_chief_hooks, scaffold=first.scaffold)
+    tf.compat.v1.summary.scalar("loss", loss)
+    return ModelGraph(spec=spec, global_step=global_step, features=features, labels=labels,
+                      input_hooks=(_IteratorInitializerHook(iterator),), replicas=replicas_of(strategy))
+
+
+def _for_sessions(strategy: Any) -> Any:
+    """The strategy to build with (see the module doc): the user's, unless it is a MirroredStrategy left on its
+    default cross-device ops."""
+    extended = strategy.extended
+    if isinstance(extended, mirrored_strategy.MirroredExtended) and \
+            extended._cross_device_ops is extended._collective_ops:  # pylint: disable=protected-access
+        devices = extended.worker_devices
+        return tf.distribute.MirroredStrategy(devices, cross_device_ops_lib.select_cross_device_ops(devices))
+    return strategy
+
+
+def _dataset(input_fn: Callable, params: dict, config: RunConfig, context: tf.distribute.InputContext,
+             strategy: Any) -> tf.data.Dataset:
+    result = calls.input_fn_result(input_fn, ModeKeys.TRAIN, params, config, input_context=context)
+    if not isinstance(result, tf.data.Dataset):
+        raise InputFnError(
+            f"input_fn returned {type(result).__name__}; with train_distribute={type(strategy).__name__} over "
+            f"{strategy.num_replicas_in_sync} replicas it must return a tf.data.Dataset, whose batches each "
+            "replica takes in turn (batch it by the batch size per replica).")
+    return result
+
+
+class _IteratorInitializerHook(tf.compat.v1.train.SessionRunHook):
+    """Starts the strategy's input iterator when the session is created."""
+
+    def __init__(self, iterator):
+        self._iterator = iterator
+
+    def begin(self):
+        self._initializer = self._iterator.initializer
+
+    def after_create_session(self, session, coord):
+        del coord
+        session.run(self._initializer)

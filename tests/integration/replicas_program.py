@@ -1,0 +1,140 @@
+"""Trains one model with and without `train_distribute` over two logical CPUs of this process; prints what a test
+compares as one JSON line: each run's losses per step, final weights, and the loss of evaluating each model
+without the strategy.
+
+Usage: python replicas_program.py KIND WORK_DIR [STRATEGY]
+  KIND      custom (a model_fn with a v1 optimizer) | canned (LinearRegressor, a tf-keras optimizer) |
+            canned_v1 (tf.compat.v1.estimator.LinearRegressor: losses summed, no scaling) |
+            refusals (what training over the replicas refuses, and the messages)
+  STRATEGY  mirrored (default cross-device ops) | mirrored_v1 (tf.compat.v1.distribute) | central_storage
+
+The strategy's run takes batches of 4 per replica (8 per step); the plain run takes batches of 8 of the same
+records in the same order. The logical devices must be made before TensorFlow starts: hence a process of its own.
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0],
+                                           [tf.config.LogicalDeviceConfiguration()] * 2)
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+import elastimator as est  # noqa: E402
+
+PER_REPLICA = 4
+STEPS = 12
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(PER_REPLICA * 2 * STEPS, 3)).astype(np.float32)
+Y = (X @ np.array([[1.5], [-2.0], [0.5]], np.float32) + 0.3).astype(np.float32)
+
+
+CONTEXTS = []
+"""What each input_fn call was given as its input_context."""
+
+
+def input_fn_of(batch_size):
+    def input_fn(input_context=None):
+        CONTEXTS.append(None if input_context is None else [
+            input_context.num_replicas_in_sync, input_context.input_pipeline_id, input_context.num_input_pipelines])
+        return tf.data.Dataset.from_tensor_slices(({"x": X}, Y)).batch(batch_size)
+    return input_fn
+
+
+def model_fn(features, labels, mode):
+    weights = tf.compat.v1.get_variable("w", [3, 1], initializer=tf.zeros_initializer())
+    bias = tf.compat.v1.get_variable("b", [1], initializer=tf.zeros_initializer())
+    predictions = tf.matmul(features["x"], weights) + bias
+    loss = tf.compat.v1.losses.mean_squared_error(labels, predictions)
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, global_step=tf.compat.v1.train.get_global_step())
+    return est.EstimatorSpec(mode, loss=loss, train_op=train_op, predictions=predictions)
+
+
+def losses_of(model_dir):
+    """The "loss" scalar of each training step, as TensorBoard shows it."""
+    losses = {}
+    for path in tf.io.gfile.glob(os.path.join(model_dir, "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                if value.tag == "loss":
+                    losses[event.step] = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") \
+                        else value.simple_value
+    return [losses[step] for step in sorted(losses)]
+
+
+def estimator_of(kind, model_dir, strategy):
+    config = est.RunConfig(train_distribute=strategy, tf_random_seed=1, save_summary_steps=1,
+                           log_step_count_steps=None, save_checkpoints_steps=STEPS)
+    column = [tf.feature_column.numeric_column("x", shape=(3,))]
+    if kind == "custom":
+        return est.Estimator(model_fn, model_dir=model_dir, config=config)
+    if kind == "canned":
+        return est.LinearRegressor(column, model_dir=model_dir, config=config, optimizer="SGD")
+    from elastimator.premade import v1  # tf.compat.v1.estimator's canned estimators
+
+    return v1.LinearRegressor(
+        column, model_dir=model_dir, config=config, optimizer=tf.compat.v1.train.GradientDescentOptimizer(0.01))
+
+
+def weights_of(estimator):
+    return {name: estimator.get_variable_value(name).ravel().tolist() for name in estimator.get_variable_names()
+            if "global_step" not in name and "Ftrl" not in name and "/part_" not in name}
+
+
+def refusals(work_dir, strategy):
+    """What the replicas' training refuses, each with its message."""
+    said = {}
+
+    def tensors_input_fn():
+        return {"x": tf.constant(X[:4])}, tf.constant(Y[:4])
+
+    def embedding_model_fn(features, labels, mode):
+        from elastimator.embedding.variable import get_embedding_variable  # DeepRec's tf.get_embedding_variable
+
+        table = get_embedding_variable("ids", embedding_dim=2)
+        rows = tf.nn.embedding_lookup(table, tf.cast(features["x"][:, 0] > 0, tf.int64))
+        return model_fn({"x": features["x"] + tf.reduce_sum(rows)}, labels, mode)
+
+    cases = {
+        "input_fn_not_a_dataset": (model_fn, tensors_input_fn, {}),
+        "embedding_variables": (embedding_model_fn, input_fn_of(PER_REPLICA), {}),
+        "steps_per_execution": (model_fn, input_fn_of(PER_REPLICA), {"steps_per_execution": 4}),
+    }
+    for name, (fn, input_fn, extra) in cases.items():
+        config = est.RunConfig(train_distribute=strategy, **extra)
+        try:
+            est.Estimator(fn, model_dir=os.path.join(work_dir, name), config=config).train(input_fn, max_steps=2)
+            said[name] = None
+        except est.ElastimatorError as e:
+            said[name] = [type(e).__name__, str(e)]
+    return said
+
+
+def main(kind, work_dir, strategy_name="mirrored"):
+    devices = ["/cpu:0", "/cpu:1"]
+    strategy = {"mirrored": lambda: tf.distribute.MirroredStrategy(devices),
+                "mirrored_v1": lambda: tf.compat.v1.distribute.MirroredStrategy(devices),
+                "central_storage": lambda: tf.distribute.experimental.CentralStorageStrategy(devices)}[strategy_name]()
+    result = {"replica_count": strategy.num_replicas_in_sync}
+    if kind == "refusals":
+        print("RESULT " + json.dumps(refusals(work_dir, strategy)), flush=True)
+        return
+    for name, run_strategy, batch in (("plain", None, PER_REPLICA * 2), ("replicas", strategy, PER_REPLICA)):
+        estimator = estimator_of(kind, os.path.join(work_dir, name), run_strategy)
+        estimator.train(input_fn_of(batch), max_steps=STEPS)
+        # Evaluated without the strategy: the checkpoint the replicas wrote restores into a plain graph.
+        plain = estimator_of(kind, os.path.join(work_dir, name), None)
+        evaluation = plain.evaluate(input_fn_of(PER_REPLICA * 2), steps=STEPS)
+        result[name] = {"losses": losses_of(estimator.model_dir), "weights": weights_of(plain),
+                        "eval_loss": float(evaluation["loss"]), "global_step": int(evaluation["global_step"])}
+    result["input_contexts"] = CONTEXTS
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
