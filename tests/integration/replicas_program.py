@@ -1,6 +1,6 @@
 """Trains one model with and without `train_distribute` over two logical CPUs of this process; prints what a test
-compares as one JSON line: each run's losses per step, final weights, and the loss of evaluating each model
-without the strategy.
+compares as one JSON line: each run's losses per step, final weights, the metrics of evaluating each model
+without the strategy, and those of evaluating the replicas' model over the replicas (eval_distribute).
 
 Usage: python replicas_program.py KIND WORK_DIR [STRATEGY]
   KIND      custom (a model_fn with a v1 optimizer) | canned (LinearRegressor, a tf-keras optimizer) |
@@ -67,8 +67,9 @@ def losses_of(model_dir):
     return [losses[step] for step in sorted(losses)]
 
 
-def estimator_of(kind, model_dir, strategy):
-    config = est.RunConfig(train_distribute=strategy, tf_random_seed=1, save_summary_steps=1,
+def estimator_of(kind, model_dir, strategy, eval_strategy=None):
+    config = est.RunConfig(train_distribute=strategy, eval_distribute=eval_strategy, tf_random_seed=1,
+                           save_summary_steps=1,
                            log_step_count_steps=None, save_checkpoints_steps=STEPS)
     column = [tf.feature_column.numeric_column("x", shape=(3,))]
     if kind == "custom":
@@ -131,7 +132,17 @@ def main(kind, work_dir, strategy_name="mirrored"):
         plain = estimator_of(kind, os.path.join(work_dir, name), None)
         evaluation = plain.evaluate(input_fn_of(PER_REPLICA * 2), steps=STEPS)
         result[name] = {"losses": losses_of(estimator.model_dir), "weights": weights_of(plain),
-                        "eval_loss": float(evaluation["loss"]), "global_step": int(evaluation["global_step"])}
+                        "eval_loss": float(evaluation["loss"]), "global_step": int(evaluation["global_step"]),
+                        "metrics": {k: float(v) for k, v in evaluation.items()}}
+    # The replicas' model evaluated over the replicas, each taking batches of 4 (steps of 8 records), and on one
+    # device in batches of 4: the same records, the same batches (a v1 canned loss is a sum over its batch).
+    model_dir = os.path.join(work_dir, "replicas")
+    evaluation = estimator_of(kind, model_dir, None, strategy).evaluate(input_fn_of(PER_REPLICA), steps=STEPS,
+                                                                        name="replicas")
+    result["eval_over_replicas"] = {k: float(v) for k, v in evaluation.items()}
+    evaluation = estimator_of(kind, model_dir, None).evaluate(input_fn_of(PER_REPLICA), steps=2 * STEPS,
+                                                              name="one_device")
+    result["eval_one_device"] = {k: float(v) for k, v in evaluation.items()}
     result["input_contexts"] = CONTEXTS
     print("RESULT " + json.dumps(result), flush=True)
 

@@ -1,6 +1,7 @@
-"""`RunConfig(train_distribute=...)` over two logical CPUs in one process: the replicas train as one model would on
-their batches together (the same loss at every step, the same weights), the checkpoint restores without the
-strategy, and what is not built is refused with what to do. Each case runs replicas_program.py in a process of
+"""`RunConfig(train_distribute=..., eval_distribute=...)` over two logical CPUs in one process: the replicas train
+as one model would on their batches together (the same loss at every step, the same weights), the checkpoint
+restores without the strategy, evaluating over the replicas gives one device's metrics, and what is not built is
+refused with what to do. Each case runs replicas_program.py in a process of
 its own (logical devices are made before TensorFlow starts)."""
 
 import json
@@ -43,6 +44,12 @@ def test_two_replicas_train_as_one_model_on_their_batches_together(tmp_path, kin
     # Evaluated by a plain Estimator: the replicas' checkpoint restored without the strategy.
     assert replicas["eval_loss"] == pytest.approx(plain["eval_loss"], rel=1e-4)
     assert replicas["eval_loss"] < replicas["losses"][0] / 4  # it learned
+    # Evaluated over the replicas (eval_distribute), a batch of 4 each per step: one device's metrics on those
+    # batches.
+    over_replicas, one_device = result["eval_over_replicas"], result["eval_one_device"]
+    assert over_replicas.keys() == one_device.keys() and {"loss", "global_step"} <= over_replicas.keys()
+    for key, value in one_device.items():
+        assert over_replicas[key] == pytest.approx(value, rel=1e-4, abs=1e-6), key
     # The input_fn was called once for the replicas, with 2.15's input context (2 replicas, pipeline 0 of 1).
     assert [2, 0, 1] in result["input_contexts"]
 

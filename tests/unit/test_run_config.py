@@ -129,9 +129,15 @@ def test_a_one_replica_strategy_is_accepted_and_strategies_not_built_are_refused
     with pytest.raises(ConfigError, match="TwoReplicas with 2 replicas; elastimator trains several replicas with "
                                           "MirroredStrategy or CentralStorageStrategy in one process"):
         RunConfig(train_distribute=TwoReplicas())
-    with pytest.raises(ConfigError, match="eval_distribute is a TwoReplicas with 2 replicas; evaluation over "
-                                          "several replicas is not built yet. Leave eval_distribute None"):
+    with pytest.raises(ConfigError, match="eval_distribute is a TwoReplicas with 2 replicas"):
         RunConfig(eval_distribute=TwoReplicas())
+
+    class TPUStrategyV2:
+        num_replicas_in_sync = 8
+
+    with pytest.raises(ConfigError, match="train_distribute is a TPUStrategyV2; elastimator runs no TPU. Use "
+                                          "MirroredStrategy over this machine's devices"):
+        RunConfig(train_distribute=TPUStrategyV2())
 
 
 def test_tf_config_service_reaches_run_config_as_tf_estimator_passed_it():

@@ -90,8 +90,9 @@ class RunConfig:
     protocol: str | None = None
     """Server protocol (None means "grpc")."""
     eval_distribute: Any = None
-    """A strategy of one replica for evaluation (evaluation over several replicas is not built yet: leave it
-    None, and evaluation runs on one device whatever `train_distribute` is)."""
+    """As `train_distribute`, for evaluation: each replica evaluates batches of its own, and the metrics are
+    aggregated over them (`evaluate(steps=N)` counts steps of all replicas, N batches each). Prediction and
+    export run on one device."""
     experimental_distribute: Any = None
     """Accepted for compatibility; must be None."""
     experimental_max_worker_delay_secs: int | None = None
@@ -216,8 +217,8 @@ counts as its base)."""
 
 
 def _check_strategy(name: str, strategy: Any) -> None:
-    """A strategy of one replica runs as plain training on its device; several replicas train in sync where
-    elastimator builds that (training with an in-process strategy); the rest are refused, saying what to use."""
+    """A strategy of one replica runs as without one, on its device; several replicas run in sync where
+    elastimator builds that (an in-process strategy); the rest are refused, saying what to use."""
     if strategy is None:
         return
     replicas = getattr(strategy, "num_replicas_in_sync", None)
@@ -231,11 +232,6 @@ def _check_strategy(name: str, strategy: Any) -> None:
             "devices, or leave it None (TPUEstimator programs run with use_tpu=False).")
     if replicas == 1:
         return
-    if name == "eval_distribute":
-        raise ConfigError(
-            f"RunConfig: eval_distribute is a {kind} with {replicas} replicas; evaluation over several replicas "
-            "is not built yet. Leave eval_distribute None: evaluation runs on one device, and train_distribute "
-            "still trains on every replica.")
     if not {c.__name__ for c in type(strategy).__mro__} & set(IN_PROCESS_STRATEGIES):
         raise ConfigError(
             f"RunConfig: {name} is a {kind} with {replicas} replicas; elastimator trains several replicas with "

@@ -1,5 +1,6 @@
-"""Building the training graph over the replicas of a tf.distribute strategy in this process, as tf.estimator 2.15
-built it for `RunConfig(train_distribute=...)` (MirroredStrategy over several devices, CentralStorageStrategy).
+"""Building the training or evaluation graph over the replicas of a tf.distribute strategy in this process, as
+tf.estimator 2.15 built it for `RunConfig(train_distribute=..., eval_distribute=...)` (MirroredStrategy over
+several devices, CentralStorageStrategy). Prediction and export run on one device, as in 2.15.
 
 * The input_fn is called once per input pipeline, with its `input_context` if it takes one, and returns a
   Dataset whose batches are per replica: each replica takes a batch of its own, so one step trains on the
@@ -32,7 +33,7 @@ import tensorflow as tf
 from tensorflow.python.distribute import cross_device_ops as cross_device_ops_lib  # pylint: disable=no-name-in-module
 from tensorflow.python.distribute import mirrored_strategy  # pylint: disable=no-name-in-module
 
-from elastimator.errors import InputFnError
+from elastimator.errors import InputFnError, ModelFnError
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.run_config import RunConfig
 from elastimator.estimator.contract.spec import EstimatorSpec
@@ -45,22 +46,29 @@ def replicas_of(strategy: Any) -> int:
     return 1 if strategy is None else strategy.num_replicas_in_sync
 
 
-def build_for(estimator, input_fn: Callable, strategy: Any) -> ModelGraph:
-    """Builds an Estimator's training model over `strategy`'s replicas (see the module doc)."""
-    return build(model_fn=estimator.model_fn, params=estimator._params_for(ModeKeys.TRAIN),  # pylint: disable=protected-access
-                 config=estimator.config, input_fn=input_fn, strategy=strategy)
+def build_for(estimator, mode: str, input_fn: Callable, strategy: Any) -> ModelGraph:
+    """Builds an Estimator's model for `mode` (TRAIN or EVAL) over `strategy`'s replicas (see the module doc)."""
+    return build(model_fn=estimator.model_fn, params=estimator._params_for(mode),  # pylint: disable=protected-access
+                 config=estimator.config, mode=mode, input_fn=input_fn, strategy=strategy)
 
 
-def build(*, model_fn: Callable, params: dict | None, config: RunConfig, input_fn: Callable,
+def build(*, model_fn: Callable, params: dict | None, config: RunConfig, mode: str, input_fn: Callable,
           strategy: Any) -> ModelGraph:
-    """Builds the training model into the default graph, model_fn once per replica of `strategy`."""
+    """Builds the model for `mode` into the default graph, model_fn once per replica of `strategy`.
+
+    For TRAIN the spec's train op updates every replica and its loss is the replicas' (see the module doc); for
+    EVAL each metric's update runs on every replica, and its value is what the strategy aggregates of them
+    (tf.compat.v1.metrics and Keras metrics are made for that), with "loss" the mean of the replicas' losses.
+    """
+    if mode not in (ModeKeys.TRAIN, ModeKeys.EVAL):
+        raise ValueError(f"replicas.build: {mode!r} is built on one device; only TRAIN and EVAL use a strategy.")
     strategy = _for_sessions(strategy)
     graph = tf.compat.v1.get_default_graph()
     with seeded(config.tf_random_seed), strategy.scope(), \
             strategy._scale_loss_for_estimator_enabled():  # pylint: disable=protected-access  (2.15's switch)
         global_step = tf.compat.v1.train.get_or_create_global_step()
         iterator = strategy.make_input_fn_iterator(
-            lambda context: _dataset(input_fn, params or {}, config, context, strategy))
+            lambda context: _dataset(input_fn, mode, params or {}, config, context, strategy))
         features, labels = calls.split(iterator.get_next(), input_fn)
         specs: dict[int, EstimatorSpec] = {}
         lock = threading.Lock()
@@ -69,24 +77,51 @@ def build(*, model_fn: Callable, params: dict | None, config: RunConfig, input_f
         def replica_fn(replica_features, replica_labels):
             # The fused-update swap is seen only in the thread that enters it: each replica's thread enters it.
             with fused_updates.fused_sparse_adam(config.fuse_sparse_updates):
-                spec = calls.call_model_fn(model_fn, replica_features, replica_labels, ModeKeys.TRAIN, params,
-                                           config)
+                spec = calls.call_model_fn(model_fn, replica_features, replica_labels, mode, params, config)
             replica = tf.get_static_value(tf.distribute.get_replica_context().replica_id_in_sync_group)
             with lock:
                 specs[int(replica)] = spec
-            return spec.loss, spec.train_op
+            if mode == ModeKeys.TRAIN:
+                return spec.loss, spec.train_op
+            metrics = dict(spec.eval_metric_ops)
+            if LOSS_METRIC not in metrics:
+                metrics[LOSS_METRIC] = tf.compat.v1.metrics.mean(spec.loss, name="mean_loss")
+            return spec.loss, metrics
 
-        losses, train_ops = strategy.extended.call_for_each_replica(replica_fn, args=(features, labels))
+        losses, results = strategy.extended.call_for_each_replica(replica_fn, args=(features, labels))
         scaled = getattr(graph, "_is_loss_scaled_by_optimizer", False)
         reduction = tf.compat.v1.distribute.get_loss_reduction() if scaled else tf.distribute.ReduceOp.SUM
+        if mode == ModeKeys.EVAL:
+            reduction = tf.distribute.ReduceOp.MEAN
         loss = strategy.reduce(reduction, losses, axis=None)
-        train_op = strategy.group(train_ops)
-    first = specs[0]
-    spec = EstimatorSpec(ModeKeys.TRAIN, loss=loss, train_op=train_op, training_hooks=first.training_hooks,
-                         training_chief_hooks=first.training_chief_hooks, scaffold=first.scaffold)
-    tf.compat.v1.summary.scalar("loss", loss)
+        first = specs[0]
+        if mode == ModeKeys.TRAIN:
+            spec = EstimatorSpec(mode, loss=loss, train_op=strategy.group(results),
+                                 training_hooks=first.training_hooks,
+                                 training_chief_hooks=first.training_chief_hooks, scaffold=first.scaffold)
+        else:
+            metrics = {name: (_aggregated(name, value, strategy), strategy.group(update))
+                       for name, (value, update) in results.items()}
+            spec = EstimatorSpec(mode, loss=loss, eval_metric_ops=metrics, evaluation_hooks=first.evaluation_hooks,
+                                 scaffold=first.scaffold)
+    if mode == ModeKeys.TRAIN:
+        tf.compat.v1.summary.scalar("loss", loss)
     return ModelGraph(spec=spec, global_step=global_step, features=features, labels=labels,
                       input_hooks=(_IteratorInitializerHook(iterator),), replicas=replicas_of(strategy))
+
+
+LOSS_METRIC = "loss"
+
+
+def _aggregated(name: str, value: Any, strategy: Any) -> tf.Tensor:
+    """A metric's value over all replicas: one tensor, which a metric made for strategies (tf.compat.v1.metrics,
+    a Keras metric) computes across them. Per-replica values cannot be told apart from a mistake: refused."""
+    if isinstance(value, tf.Tensor):
+        return value
+    raise ModelFnError(
+        f"eval_metric_ops[{name!r}]: its value differs per replica under eval_distribute="
+        f"{type(strategy).__name__}, so no one value stands for the evaluation. Make it with tf.compat.v1.metrics "
+        "or a Keras metric object, whose value the strategy aggregates over the replicas.")
 
 
 def _for_sessions(strategy: Any) -> Any:
@@ -100,12 +135,12 @@ def _for_sessions(strategy: Any) -> Any:
     return strategy
 
 
-def _dataset(input_fn: Callable, params: dict, config: RunConfig, context: tf.distribute.InputContext,
+def _dataset(input_fn: Callable, mode: str, params: dict, config: RunConfig, context: tf.distribute.InputContext,
              strategy: Any) -> tf.data.Dataset:
-    result = calls.input_fn_result(input_fn, ModeKeys.TRAIN, params, config, input_context=context)
+    result = calls.input_fn_result(input_fn, mode, params, config, input_context=context)
     if not isinstance(result, tf.data.Dataset):
         raise InputFnError(
-            f"input_fn returned {type(result).__name__}; with train_distribute={type(strategy).__name__} over "
+            f"input_fn returned {type(result).__name__}; with a {type(strategy).__name__} over "
             f"{strategy.num_replicas_in_sync} replicas it must return a tf.data.Dataset, whose batches each "
             "replica takes in turn (batch it by the batch size per replica).")
     return result

@@ -12,7 +12,7 @@ import tensorflow as tf
 from elastimator._validate import is_int
 from elastimator.errors import CheckpointError, ConfigError
 from elastimator.estimator.contract.mode_keys import ModeKeys
-from elastimator.estimator.graph import model_graph
+from elastimator.estimator.graph import model_graph, replicas
 from elastimator.estimator.loops import hooks as engine_hooks, sessions
 from elastimator.estimator.saving import checkpoints
 
@@ -83,7 +83,11 @@ def evaluate(
     model_dir, config = estimator.model_dir, estimator.config
     checkpoint = checkpoints.resolve_for_reading(checkpoint_path, model_dir, "evaluating")
     with tf.Graph().as_default():
-        built = model_graph.build_for(estimator, ModeKeys.EVAL, input_fn)
+        strategy = config.eval_distribute
+        if replicas.replicas_of(strategy) > 1:
+            built = replicas.build_for(estimator, ModeKeys.EVAL, input_fn, strategy)
+        else:
+            built = model_graph.build_for(estimator, ModeKeys.EVAL, input_fn)
         spec = built.spec
         metrics = _metric_ops(spec)
         update = tf.group(*(update for _, update in metrics.values()), name="eval_update")

@@ -132,7 +132,7 @@ def train(
     with tf.Graph().as_default():
         strategy = config.train_distribute
         if replicas.replicas_of(strategy) > 1:
-            built = replicas.build_for(estimator, input_fn, strategy)
+            built = replicas.build_for(estimator, ModeKeys.TRAIN, input_fn, strategy)
         else:
             built = model_graph.build_for(estimator, ModeKeys.TRAIN, input_fn)
         spec = built.spec
