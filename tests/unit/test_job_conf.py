@@ -52,6 +52,7 @@ def test_a_minimal_conf_gets_the_documented_defaults():
      "'max_bad_records' expected int >= 0"),
     ({"eval_set": {"reader": FileReader("a"), "columns": (Column.create("x", "float64"), COLUMNS[1])}},
      "eval_set columns differ from train_set columns"),
+    ({"strategy": "mirored"}, r"'strategy' expected one of \['parameter_server', 'mirrored'\]; got 'mirored'"),
 ])
 def test_invalid_confs_are_rejected_with_the_key_named(overrides, message):
     with pytest.raises(ConfError, match=message):
@@ -136,3 +137,15 @@ def test_every_key_is_documented_in_the_reference_page():
     job_keys = {f for f in JobConf.__dataclass_fields__ if f not in ("name", "user_keys")}
     exporter_keys = set(ExporterConf.__dataclass_fields__)
     assert job_keys | set(DATASET_KEYS) | exporter_keys <= documented
+
+
+def test_a_mirrored_conf_trains_and_evaluates_with_a_mirrored_strategy_alone_and_not_in_a_cluster():
+    from elastimator.job.executor import run_config  # pylint: disable=import-outside-toplevel
+
+    assert run_config(JobConf.from_object(_conf())).train_distribute is None
+    config = run_config(JobConf.from_object(_conf(strategy="mirrored")), tf_config={})
+    assert type(config.train_distribute).__name__ == "MirroredStrategy"
+    assert config.eval_distribute is config.train_distribute
+    cluster = {"cluster": {"chief": ["localhost:2222"], "ps": ["localhost:2223"]}, "task": {"type": "chief", "index": 0}}
+    with pytest.raises(ConfError, match="strategy 'mirrored' trains in one process.*one task of a cluster"):
+        run_config(JobConf.from_object(_conf(strategy="mirrored")), tf_config=cluster)

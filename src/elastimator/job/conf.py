@@ -69,6 +69,10 @@ class ExporterConf:
                             exports_to_keep=self.exports_to_keep)
 
 
+STRATEGIES = ("parameter_server", "mirrored")
+"""The conf's `strategy` values."""
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class JobConf:
     """A validated job conf. Build it with `JobConf.from_object(conf_class_or_module)`."""
@@ -115,6 +119,10 @@ class JobConf:
     """"final", "latest", "best", a dict of ExporterConf fields, or an Exporter."""
     tf_random_seed: int | None = None
     """Seed for the graph and Keras initializers."""
+    strategy: str = "parameter_server"
+    """How the job trains on several devices: "parameter_server" (one replica per process; a cluster shares
+    variables on parameter servers) or "mirrored" (one process, a replica on every local GPU, or the CPU; the
+    data sets' batch size is per replica)."""
     name: str = "job"
     """The conf's name (set by load_conf)."""
     user_keys: tuple[str, ...] = ()
@@ -148,6 +156,8 @@ class JobConf:
                             "exclusive; set one.")
         if "model_dir" in raw and raw["model_dir"] is not None and not isinstance(raw["model_dir"], (str, os.PathLike)):
             raise ConfError(f"conf: 'model_dir' expected a path string; got {raw['model_dir']!r}.")
+        if raw.get("strategy", "parameter_server") not in STRATEGIES:
+            raise ConfError(f"conf: 'strategy' expected one of {list(STRATEGIES)}; got {raw['strategy']!r}.")
         if "params" in raw and not isinstance(raw["params"], Mapping):
             raise ConfError(f"conf: 'params' expected a dict; got {type(raw['params']).__name__}.")
         batch_size = raw.get("batch_size")

@@ -58,7 +58,8 @@ DEFAULT_SUMMARY_STEPS = 20
 
 
 def run_config(conf: JobConf, tf_config: Mapping | None = None) -> RunConfig:
-    return RunConfig(
+    """The RunConfig of a conf's job, for this process's place in the cluster `tf_config` (or TF_CONFIG) names."""
+    config = RunConfig(
         model_dir=conf.model_dir,
         tf_random_seed=conf.tf_random_seed,
         save_summary_steps=conf.summary_steps or min(conf.log_steps, DEFAULT_SUMMARY_STEPS),
@@ -69,6 +70,14 @@ def run_config(conf: JobConf, tf_config: Mapping | None = None) -> RunConfig:
         **({"save_checkpoints_secs": conf.save_secs} if conf.save_secs else {}),
         tf_config=tf_config,
     )
+    if conf.strategy != "mirrored":
+        return config
+    if config.cluster.is_distributed:
+        raise ConfError(f"conf {conf.name}: strategy 'mirrored' trains in one process, on its devices, but this "
+                        "process is one task of a cluster (TF_CONFIG). Run it alone (`elastimator run`), or set "
+                        "strategy 'parameter_server' for a cluster.")
+    strategy = tf.distribute.MirroredStrategy()  # every local GPU, or the CPU
+    return config.replace(train_distribute=strategy, eval_distribute=strategy)
 
 
 def build_estimator(conf: JobConf, config: RunConfig) -> Estimator:
@@ -199,6 +208,10 @@ def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: b
     service = ServiceConfig.from_env()
     elastic = None
     if service is not None and config.task_type not in (TaskType.PS, TaskType.EVALUATOR):
+        if conf.strategy == "mirrored":
+            raise ConfError(f"conf {conf.name}: strategy 'mirrored' reads its data whole in one process; the shard "
+                            "service (ELASTIMATOR_SHARD_SERVICE) shards it over processes. Unset it, or set strategy "
+                            "'parameter_server'.")
         elastic = _elastic(conf, config, service)
     train = ShardedInput(conf.train_set, elastic.feed) if elastic else DataSetInput(conf.train_set)
     evaluation = DataSetInput(conf.eval_set) if conf.eval_set is not None else None
