@@ -1,7 +1,7 @@
 """One contender of bench/frameworks.py, measured in its own process.
 
 Usage: python contenders.py NAME --batch-size B --steps N --warmup W --eval-batches E
-NAME: elastimator | elastimator_unfused | elastimator_one_step | tf_estimator (run it with TF 2.15 + tensorflow-estimator) | keras_fit |
+NAME: elastimator | elastimator_unfused | elastimator_one_step | elastimator_mirrored | tf_estimator (run it with TF 2.15 + tensorflow-estimator) | keras_fit |
 tf_function
 
 Prints one JSON line: train examples/s (after the warm-up steps), time to first
@@ -153,6 +153,17 @@ def elastimator_one_step(args, model_dir):
     return _estimator(est, args, model_dir, steps_per_execution=1)
 
 
+def elastimator_mirrored(args, model_dir):
+    """elastimator with RunConfig(train_distribute=eval_distribute=MirroredStrategy) over this process's one device:
+    what a one-replica strategy costs (issue 46: nothing; within 5% of plain training)."""
+    import tensorflow as tf
+
+    import elastimator as est
+
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    return _estimator(est, args, model_dir, train_distribute=strategy, eval_distribute=strategy)
+
+
 def tf_estimator(args, model_dir):
     import tensorflow as tf
 
@@ -268,7 +279,8 @@ def tf_function(args, model_dir):
 
 
 CONTENDERS = {"elastimator": elastimator, "elastimator_unfused": elastimator_unfused,
-               "elastimator_one_step": elastimator_one_step, "tf_estimator": tf_estimator,
+               "elastimator_one_step": elastimator_one_step, "elastimator_mirrored": elastimator_mirrored,
+               "tf_estimator": tf_estimator,
                "keras_fit": keras_fit, "tf_function": tf_function}
 
 

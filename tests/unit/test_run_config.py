@@ -148,3 +148,27 @@ def test_tf_config_service_reaches_run_config_as_tf_estimator_passed_it():
     assert RunConfig(tf_config={"service": service}).service == service  # a local job too
     with pytest.raises(ConfigError, match='"service" must be a JSON object'):
         RunConfig(tf_config={"cluster": CLUSTER, "task": {"type": "chief", "index": 0}, "service": "x"})
+
+
+def test_a_multi_worker_strategy_takes_a_cluster_of_workers_only_with_worker_0_the_chief():
+    """tf.estimator's distribute coordinator ran TF_CONFIG clusters with no chief under MultiWorkerMirroredStrategy
+    (its tutorial's), worker 0 leading; other clusters still need their chief."""
+
+    class CollectiveAllReduceStrategy:  # named as tf.distribute.MultiWorkerMirroredStrategy's class is
+        num_replicas_in_sync = 2
+
+    workers = {"worker": ["localhost:2222", "localhost:2223"]}
+    first = RunConfig(train_distribute=CollectiveAllReduceStrategy(),
+                      tf_config={"cluster": workers, "task": {"type": "worker", "index": 0}})
+    second = RunConfig(train_distribute=CollectiveAllReduceStrategy(),
+                       tf_config={"cluster": workers, "task": {"type": "worker", "index": 1}})
+    assert (first.is_chief, second.is_chief) == (True, False)
+    assert first.num_worker_replicas == 2 and first.master == "grpc://localhost:2222"
+    assert (first.global_id_in_cluster, second.global_id_in_cluster) == (0, 1)
+    with pytest.raises(ConfigError, match='must have exactly one "chief" task'):
+        RunConfig(tf_config={"cluster": workers, "task": {"type": "worker", "index": 0}})
+    with pytest.raises(ConfigError, match='has no "ps" tasks'):
+        RunConfig(train_distribute=CollectiveAllReduceStrategy(),
+                  tf_config={"cluster": {**workers, "ps": ["localhost:2224"]}, "task": {"type": "worker", "index": 0}})
+    with pytest.raises(ConfigError, match="eval_distribute is a CollectiveAllReduceStrategy over several processes"):
+        RunConfig(eval_distribute=CollectiveAllReduceStrategy())

@@ -4,7 +4,8 @@ This is the engine's face: what the packages above it (premade, keras, tpu, trai
 use is named here, and they import it from here, never from the engine's modules. The engine imports nothing
 from them. Names load on first use (as `elastimator`'s own do), so importing one does not build the rest.
 
-* the API objects: `Estimator`, `EstimatorSpec`, `RunConfig`, `TaskType`, `ModeKeys`, `tf_variable`;
+* the API objects: `Estimator`, `EstimatorSpec`, `RunConfig`, `TaskType`, `ModeKeys`, `tf_variable`,
+  `is_collective` (whether a strategy spans processes);
 * calling user code: `fn_args`, `check_model_fn`, `call_model_fn`, `check_hooks`;
 * a training step, as hooks see it: `TrainingStep`, `StepHook`, `StepInput`, `step_after_call`, `plan_gate`;
 * checkpoints and exports: `CheckpointDir`, `ResumePoint`, `global_step_of`, `checkpoint_damage`, `make_saver`,
@@ -22,6 +23,7 @@ _FACE = {
     "tf_variable": ("contract.spec", "tf_variable"),
     "RunConfig": ("contract.run_config", "RunConfig"),
     "TaskType": ("contract.run_config", "TaskType"),
+    "is_collective": ("contract.run_config", "is_collective"),
     "ModeKeys": ("contract.mode_keys", "ModeKeys"),
     "fn_args": ("graph.calls", "fn_args"),
     "check_model_fn": ("graph.calls", "check_model_fn"),

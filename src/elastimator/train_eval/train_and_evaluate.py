@@ -9,7 +9,7 @@ from typing import Sequence
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
-from elastimator.estimator import CheckpointDir, Estimator, TaskType
+from elastimator.estimator import CheckpointDir, Estimator, TaskType, is_collective
 from elastimator.train_eval import eval_rounds, servers
 from elastimator.train_eval import exporters as exporter_lib
 from elastimator.train_eval.policies import EvalRecord
@@ -78,11 +78,16 @@ def _run_local(estimator, train_spec: TrainSpec, eval_spec: EvalSpec):
 
 def _run_trainer(estimator, train_spec: TrainSpec):
     config = estimator.config
-    server = servers.start_server(config)
+    if is_collective(config.train_distribute):
+        server = None  # the strategy started this task's server as it was made
+        logger.info("%s %d: training with %d worker(s), all-reducing over the network.", config.task_type,
+                    config.task_id, config.num_worker_replicas)
+    else:
+        server = servers.start_server(config)
+        logger.info("%s %d: training against %d parameter server(s).", config.task_type, config.task_id,
+                    config.num_ps_replicas)
     if config.is_chief:
         eval_rounds.clear_training_done(estimator.model_dir)
-    logger.info("%s %d: training against %d parameter server(s).", config.task_type, config.task_id,
-                config.num_ps_replicas)
     hooks = list(train_spec.hooks)
     if not config.is_chief:
         hooks.append(servers.StrandedWorkerExit(lambda: eval_rounds.training_done_at(estimator.model_dir)))
@@ -91,7 +96,7 @@ def _run_trainer(estimator, train_spec: TrainSpec):
     if config.is_chief:
         final = CheckpointDir(estimator.model_dir).newest_step()
         eval_rounds.mark_training_done(estimator.model_dir, final)
-    if config.num_ps_replicas:
+    if config.num_ps_replicas and server is not None:
         servers.signal_done(config, server.target)
     return None, []
 

@@ -161,7 +161,7 @@ class RunConfig:
             )
         tf_config = read_tf_config() if self.tf_config is None else dict(self.tf_config)
         object.__setattr__(self, "tf_config", tf_config)
-        object.__setattr__(self, "cluster", parse_cluster(tf_config))
+        object.__setattr__(self, "cluster", parse_cluster(tf_config, collective=is_collective(self.train_distribute)))
 
     # The cluster, as tf.estimator's RunConfig exposed it.
     cluster_spec = property(lambda self: self.cluster.cluster_spec)
@@ -214,6 +214,18 @@ IN_PROCESS_STRATEGIES = ("MirroredStrategy", "MirroredStrategyV1", "CentralStora
                          "CentralStorageStrategyV1")
 """The strategies whose replicas train in this process (estimator/graph/replicas.py), by class name (a subclass
 counts as its base)."""
+COLLECTIVE_STRATEGIES = ("CollectiveAllReduceStrategy", "CollectiveAllReduceStrategyV1")
+"""MultiWorkerMirroredStrategy's classes (tf.distribute, its experimental alias, tf.compat.v1): replicas in
+several processes (TF_CONFIG's chief and workers) that all-reduce their gradients."""
+
+
+def _kinds(strategy: Any) -> set[str]:
+    return {c.__name__ for c in type(strategy).__mro__}
+
+
+def is_collective(strategy: Any) -> bool:
+    """Whether `strategy` is a MultiWorkerMirroredStrategy (see COLLECTIVE_STRATEGIES)."""
+    return strategy is not None and bool(_kinds(strategy) & set(COLLECTIVE_STRATEGIES))
 
 
 def _check_strategy(name: str, strategy: Any) -> None:
@@ -232,11 +244,15 @@ def _check_strategy(name: str, strategy: Any) -> None:
             "devices, or leave it None (TPUEstimator programs run with use_tpu=False).")
     if replicas == 1:
         return
-    if not {c.__name__ for c in type(strategy).__mro__} & set(IN_PROCESS_STRATEGIES):
+    if is_collective(strategy) and name == "eval_distribute":
+        raise ConfigError(
+            f"RunConfig: eval_distribute is a {kind} over several processes; evaluation runs in one process (the "
+            "evaluator task, or a process of its own). Use MirroredStrategy, or leave it None.")
+    if not _kinds(strategy) & set(IN_PROCESS_STRATEGIES + COLLECTIVE_STRATEGIES):
         raise ConfigError(
             f"RunConfig: {name} is a {kind} with {replicas} replicas; elastimator trains several replicas with "
-            "MirroredStrategy or CentralStorageStrategy in one process, or with parameter servers across "
-            "processes (TF_CONFIG, `elastimator launch`). Use one of those.")
+            "MirroredStrategy or CentralStorageStrategy in one process, MultiWorkerMirroredStrategy across "
+            "processes, or with parameter servers (TF_CONFIG, `elastimator launch`). Use one of those.")
 
 
 def _check_optional_int(name: str, value: Any) -> None:

@@ -108,8 +108,12 @@ def with_worker_slots(tf_config: dict[str, Any], slots_json: str) -> dict[str, A
     return dict(tf_config, cluster=dict(tf_config["cluster"], **{TaskType.WORKER: slots}))
 
 
-def parse_cluster(tf_config: Mapping[str, Any]) -> ClusterInfo:
+def parse_cluster(tf_config: Mapping[str, Any], collective: bool = False) -> ClusterInfo:
     """Turns a `TF_CONFIG` dict into a `ClusterInfo`, checking every rule.
+
+    `collective`: the cluster of a strategy whose workers all-reduce (MultiWorkerMirroredStrategy): it may have
+    no chief, and worker 0 is then the chief (as tf.estimator's distribute coordinator had it); it has no
+    parameter servers.
 
     Raises:
         ConfigError: with the rule that was broken and how to fix it.
@@ -122,7 +126,10 @@ def parse_cluster(tf_config: Mapping[str, Any]) -> ClusterInfo:
             return dataclasses.replace(LOCAL, service=service)
         if task_type == TaskType.EVALUATOR:
             return _evaluator(cluster, task_id, service)
-        return _trainer_or_ps(cluster, task_type, task_id, service, tf_config.get("rpc_layer", "grpc"))
+        if collective and TaskType.PS in cluster:
+            raise _Invalid('a MultiWorkerMirroredStrategy cluster all-reduces among its chief and workers and has no '
+                           '"ps" tasks; remove them, or train with parameter servers (train_distribute None)')
+        return _trainer_or_ps(cluster, task_type, task_id, service, tf_config.get("rpc_layer", "grpc"), collective)
     except _Invalid as problem:
         raise ConfigError(
             f"TF_CONFIG is invalid: {problem}. Received: {json.dumps(dict(tf_config))}. Expected a JSON object like "
@@ -170,22 +177,27 @@ def _evaluator(cluster: dict[str, list[str]], task_id: int, service: Mapping | N
 
 
 def _trainer_or_ps(cluster: dict[str, list[str]], task_type: str, task_id: int, service: Mapping | None,
-                   rpc_layer: str) -> ClusterInfo:
+                   rpc_layer: str, collective: bool = False) -> ClusterInfo:
     if task_type not in cluster:
         raise _Invalid(f'task type {task_type!r} is not a role in "cluster"')
     if task_id >= len(cluster[task_type]):
         raise _Invalid(f'task index {task_id} is out of range: cluster["{task_type}"] has '
                        f"{len(cluster[task_type])} address(es)")
-    chief_role = _chief_role(cluster)
+    chiefless = collective and TaskType.CHIEF not in cluster and TaskType.MASTER not in cluster
+    if chiefless:  # worker 0 leads
+        chief_role, is_chief = TaskType.WORKER, task_type == TaskType.WORKER and task_id == 0
+    else:
+        chief_role = _chief_role(cluster)
+        is_chief = task_type == chief_role
     return ClusterInfo(
         cluster_spec=tf.train.ClusterSpec(cluster),
         task_type=task_type,
         task_id=task_id,
         master=f"{rpc_layer}://{cluster[task_type][task_id]}" if task_type != TaskType.PS else "",
         evaluation_master="",
-        is_chief=task_type == chief_role,
+        is_chief=is_chief,
         num_ps_replicas=len(cluster.get(TaskType.PS, [])),
-        num_worker_replicas=1 + len(cluster.get(TaskType.WORKER, [])),
+        num_worker_replicas=len(cluster.get(TaskType.WORKER, [])) + (0 if chiefless else 1),
         global_id_in_cluster=_global_id(cluster, chief_role, task_type, task_id),
         service=service,
     )

@@ -18,6 +18,11 @@ several devices, CentralStorageStrategy). Prediction and export run on one devic
 * The hooks and the scaffold come from the first replica's EstimatorSpec.
 * Embedding variables (hash tables) are not mirrored by any strategy: making one under several replicas is
   an error that says to train them with parameter servers.
+* MultiWorkerMirroredStrategy: each process of TF_CONFIG's chief and workers builds its replicas, its input_fn
+  gets its pipeline's `input_context` (shard by `input_pipeline_id` of `num_input_pipelines`), and the
+  gradients are all-reduced over the network through the server the strategy started. Every process
+  initializes (or restores) its own copies of the variables, worker 0's initial values broadcast to all; the
+  chief alone writes checkpoints and summaries.
 * The default cross-device ops of a MirroredStrategy made outside a graph are collectives, which in a TF1
   session waited forever in the first step over CPU devices (tf.estimator 2.15 hung there): left at the
   default, the strategy built with is the same devices with the ops TensorFlow picks for a session (a
@@ -44,6 +49,20 @@ from elastimator.estimator.graph.model_graph import ModelGraph, seeded
 def replicas_of(strategy: Any) -> int:
     """How many replicas train in sync under `strategy` (None: one)."""
     return 1 if strategy is None else strategy.num_replicas_in_sync
+
+
+def in_several_processes(strategy: Any) -> bool:
+    """Whether `strategy`'s replicas span processes (MultiWorkerMirroredStrategy over TF_CONFIG's chief and
+    workers): each process then builds its own replicas, and they all-reduce over the network."""
+    return strategy is not None and strategy.extended._in_multi_worker_mode()  # pylint: disable=protected-access
+
+
+def session_config(strategy: Any, config: tf.compat.v1.ConfigProto) -> tf.compat.v1.ConfigProto:
+    """`config` with what a strategy over several processes needs of a session (its collectives' group leader,
+    their scoped allocator); `config` unchanged for others."""
+    if not in_several_processes(strategy):
+        return config
+    return strategy.extended._update_config_proto(config)  # pylint: disable=protected-access
 
 
 def build_for(estimator, mode: str, input_fn: Callable, strategy: Any) -> ModelGraph:
@@ -94,7 +113,7 @@ def build(*, model_fn: Callable, params: dict | None, config: RunConfig, mode: s
         if mode == ModeKeys.EVAL:
             reduction = tf.distribute.ReduceOp.MEAN
         loss = strategy.reduce(reduction, losses, axis=None)
-        first = specs[0]
+        first = specs[min(specs)]  # this process's first replica (in sync-group order)
         if mode == ModeKeys.TRAIN:
             spec = EstimatorSpec(mode, loss=loss, train_op=strategy.group(results),
                                  training_hooks=first.training_hooks,
@@ -128,7 +147,7 @@ def _for_sessions(strategy: Any) -> Any:
     """The strategy to build with (see the module doc): the user's, unless it is a MirroredStrategy left on its
     default cross-device ops."""
     extended = strategy.extended
-    if isinstance(extended, mirrored_strategy.MirroredExtended) and \
+    if type(extended) is mirrored_strategy.MirroredExtended and \
             extended._cross_device_ops is extended._collective_ops:  # pylint: disable=protected-access
         devices = extended.worker_devices
         return tf.distribute.MirroredStrategy(devices, cross_device_ops_lib.select_cross_device_ops(devices))

@@ -6,6 +6,7 @@ import logging
 import time
 
 import tensorflow as tf
+from tensorflow.python.training import monitored_session  # pylint: disable=no-name-in-module
 
 from elastimator._network import reachable
 from elastimator.errors import ClusterError
@@ -46,10 +47,25 @@ class WorkerSessionCreator(tf.compat.v1.train.SessionCreator):
         return manager.wait_for_session(self._master, config=self._config, max_wait_secs=self._max_wait_secs)
 
 
-def training_session_creator(scaffold, config, model_dir: str):
-    """Chief (or single) processes initialize or restore from model_dir; workers wait for the chief."""
-    session_config = config.effective_session_config()
-    if config.is_chief:
+class UnrecoveringSession(monitored_session._MonitoredSession):  # pylint: disable=protected-access
+    """A MonitoredSession that ends with an AbortedError or UnavailableError instead of re-creating its session.
+
+    Under a strategy over several processes, one process gone aborts the collectives; a session re-created
+    then waits on them forever (its first checkpoint save hangs). The error ends this process's training
+    instead, so that the whole group restarts from the newest checkpoint.
+    """
+
+    def __init__(self, session_creator, hooks):
+        super().__init__(session_creator, hooks, should_recover=False)
+
+
+def training_session_creator(scaffold, config, model_dir: str, session_config=None,
+                             every_task_initializes: bool = False):
+    """Chief (or single) processes initialize or restore from model_dir; workers wait for the chief, unless
+    `every_task_initializes` (each process holds its own copies of the variables: a strategy over several
+    processes)."""
+    session_config = session_config or config.effective_session_config()
+    if config.is_chief or every_task_initializes:
         return NewestIntactSessionCreator(scaffold, config.master, session_config, model_dir)
     return WorkerSessionCreator(scaffold, config.master, session_config, config.session_creation_timeout_secs)
 

@@ -9,10 +9,11 @@ import tensorflow as tf
 
 from elastimator._validate import is_int
 from elastimator.embedding import eviction as embedding_eviction
-from elastimator.errors import ConfigError
+from elastimator.errors import ClusterError, ConfigError
 from elastimator.estimator.contract.mode_keys import ModeKeys
+from elastimator.estimator.contract.tf_config import TaskType
 from elastimator.estimator.graph import model_graph, replicas
-from elastimator.estimator.loops import interrupt, sessions
+from elastimator.estimator.loops import interrupt, peer_watch, sessions
 from elastimator.estimator.loops import hooks as engine_hooks
 from elastimator.estimator.saving import checkpoints
 from elastimator.estimator.step import multi_step, steps_per_call, training_step
@@ -95,6 +96,14 @@ def _training_step(built: model_graph.ModelGraph, config, steps, max_steps, rest
     return step, multi_step.ExecutionPlanHook(execution, num_steps=steps, last_step=max_steps, pace=pace)
 
 
+def _peers(config) -> list[str]:
+    """The addresses of the other trainers (chief and workers) of this process's cluster."""
+    spec = config.cluster_spec.as_dict()
+    return [address for job in (TaskType.CHIEF, TaskType.MASTER, TaskType.WORKER)
+            for index, address in enumerate(spec.get(job, []))
+            if (job, index) != (config.task_type, config.task_id)]
+
+
 def train(
     estimator,
     input_fn: Callable,
@@ -160,11 +169,18 @@ def train(
             sessions.wait_for_tasks(config, "ps", config.session_creation_timeout_secs)
         stop_on_signal = interrupt.StopOnSignalHook()
         all_hooks.append(stop_on_signal)
+        several_processes = replicas.in_several_processes(strategy)
+        peers = peer_watch.PeerWatchHook(_peers(config)) if several_processes else None
+        if peers is not None:
+            all_hooks.append(peers)
         loss = None
         try:
-            with tf.compat.v1.train.MonitoredSession(
-                session_creator=sessions.training_session_creator(scaffold, config, model_dir), hooks=all_hooks,
-            ) as session:
+            creator = sessions.training_session_creator(
+                scaffold, config, model_dir,
+                session_config=replicas.session_config(strategy, config.effective_session_config()),
+                every_task_initializes=several_processes)
+            monitored = sessions.UnrecoveringSession if several_processes else tf.compat.v1.train.MonitoredSession
+            with monitored(session_creator=creator, hooks=all_hooks) as session:
                 while not session.should_stop():
                     try:
                         _, loss = session.run([spec.train_op, spec.loss])
@@ -173,6 +189,13 @@ def train(
                             raise
                         logger.info("The input withdrew a batch before its step wrote anything; going on with "
                                     "the next.")
+        except (tf.errors.CancelledError, tf.errors.UnavailableError, tf.errors.AbortedError) as e:
+            if peers is None or peers.gone is None:
+                raise
+            raise ClusterError(
+                f"{config.task_type} {config.task_id}: {peers.gone} stopped answering, and a step of a strategy "
+                f"over several processes (MultiWorkerMirroredStrategy) needs every worker. Start every worker "
+                f"again: each resumes from the newest checkpoint in {model_dir}.") from e
         finally:
             stop_on_signal.close()
         stop_on_signal.deliver()  # Ctrl-C / SIGTERM: the checkpoint is saved; now stop as the signal asked

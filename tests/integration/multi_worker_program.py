@@ -1,0 +1,97 @@
+"""One worker of a MultiWorkerMirroredStrategy job, as TensorFlow's "Multi-worker training with Estimator" tutorial
+runs it: TF_CONFIG with workers only, the strategy made first, `train_and_evaluate` with
+`RunConfig(train_distribute=strategy)`, an input_fn that shards by its input_context. Or, with index "plain",
+the same model trained in one process on the global batch.
+
+Usage: python multi_worker_program.py INDEX|plain MODEL_DIR PORT [PORT ...]
+With ELASTIMATOR_TEST_SLOW_STEPS=N set, trains to step N, each step at least 0.2 s (printing STEP), with a
+checkpoint every 10 steps: for a test that kills a worker.
+Prints `RESULT {json}`: the global step, the weights and the training loss of each step (the chief's events).
+"""
+
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+INDEX, MODEL_DIR, PORTS = sys.argv[1], sys.argv[2], sys.argv[3:]
+if INDEX != "plain":
+    os.environ["TF_CONFIG"] = json.dumps({"cluster": {"worker": [f"localhost:{p}" for p in PORTS]},
+                                          "task": {"type": "worker", "index": int(INDEX)}})
+
+import tensorflow as tf  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+import elastimator as est  # noqa: E402
+
+PER_REPLICA = 4
+SLOW_STEPS = int(os.environ.get("ELASTIMATOR_TEST_SLOW_STEPS", "0"))
+STEPS = SLOW_STEPS or 10
+WORKERS = len(PORTS)
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(PER_REPLICA * WORKERS * STEPS, 3)).astype(np.float32)
+Y = (X @ np.array([[1.5], [-2.0], [0.5]], np.float32) + 0.3).astype(np.float32)
+SEEN = []
+
+
+def input_fn(mode, input_context=None):
+    dataset = tf.data.Dataset.from_tensor_slices(({"x": X}, Y))
+    if SLOW_STEPS:
+        dataset = dataset.repeat()
+    if input_context:
+        SEEN.append([input_context.num_input_pipelines, input_context.input_pipeline_id])
+        dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        return dataset.batch(PER_REPLICA)
+    return dataset.batch(PER_REPLICA * WORKERS)
+
+
+def model_fn(features, labels, mode):
+    weights = tf.compat.v1.get_variable("w", [3, 1], initializer=tf.zeros_initializer())
+    bias = tf.compat.v1.get_variable("b", [1], initializer=tf.zeros_initializer())
+    predictions = tf.matmul(features["x"], weights) + bias
+    loss = tf.compat.v1.losses.mean_squared_error(labels, predictions)
+    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+        loss, global_step=tf.compat.v1.train.get_global_step())
+    return est.EstimatorSpec(mode, loss=loss, train_op=train_op, predictions=predictions)
+
+
+class Slow(tf.compat.v1.train.SessionRunHook):
+    def after_run(self, run_context, run_values):
+        print("STEP", flush=True)
+        time.sleep(0.2)
+
+
+def losses_of(model_dir):
+    losses = {}
+    for path in tf.io.gfile.glob(os.path.join(model_dir, "events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                if value.tag == "loss":
+                    losses[event.step] = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") \
+                        else value.simple_value
+    return [losses[step] for step in sorted(losses)]
+
+
+def main():
+    strategy = tf.distribute.experimental.MultiWorkerMirroredStrategy() if INDEX != "plain" else None
+    config = est.RunConfig(train_distribute=strategy, save_summary_steps=1,
+                           save_checkpoints_steps=10 if SLOW_STEPS else STEPS,
+                           log_step_count_steps=None)
+    estimator = est.Estimator(model_fn, model_dir=MODEL_DIR, config=config)
+    hooks = [Slow()] if SLOW_STEPS else []
+    est.train_and_evaluate(estimator, est.TrainSpec(input_fn, max_steps=STEPS, hooks=hooks),
+                           est.EvalSpec(input_fn, steps=2, throttle_secs=0))
+    result = {"is_chief": config.is_chief, "replicas": strategy.num_replicas_in_sync if strategy else 1,
+              "input_contexts": SEEN}
+    if config.is_chief:
+        result.update(global_step=int(estimator.get_variable_value("global_step")),
+                      weights={n: estimator.get_variable_value(n).ravel().tolist() for n in ("w", "b")},
+                      losses=losses_of(MODEL_DIR))
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

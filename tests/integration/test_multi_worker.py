@@ -1,0 +1,87 @@
+"""MultiWorkerMirroredStrategy over two worker processes, as TensorFlow's "Multi-worker training with Estimator"
+tutorial runs it (TF_CONFIG with workers only, `train_and_evaluate`): the workers all-reduce, and the chief's
+model is the one a single process trains on the global batch."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multi_worker_program.py")
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        return s.getsockname()[1]
+
+
+def _result(process: subprocess.Popen) -> dict:
+    out, err = process.communicate(timeout=300)
+    lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
+    assert process.returncode == 0 and lines, err[-3000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+def _start(index, model_dir, ports, env=None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, PROGRAM, str(index), str(model_dir), *map(str, ports)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {})))
+
+
+def test_two_workers_all_reduce_into_the_model_one_process_trains_on_the_global_batch(tmp_path):
+    ports = [_free_port(), _free_port()]
+    workers = [_start(i, tmp_path / "job", ports) for i in range(2)]
+    try:
+        chief, worker = [_result(p) for p in workers]
+    finally:
+        for p in workers:
+            if p.poll() is None:
+                p.kill()
+    plain = _result(_start("plain", tmp_path / "plain", ports))
+    assert chief["is_chief"] and not worker["is_chief"]
+    assert chief["replicas"] == worker["replicas"] == 2
+    # Each worker's input_fn got its pipeline: 2 pipelines, ids 0 and 1 (the tutorial's shard arguments).
+    assert chief["input_contexts"] == [[2, 0]] and worker["input_contexts"] == [[2, 1]]
+    assert chief["global_step"] == plain["global_step"] == 10
+    np.testing.assert_allclose(chief["losses"], plain["losses"], rtol=1e-4)
+    for name, value in plain["weights"].items():
+        np.testing.assert_allclose(chief["weights"][name], value, rtol=1e-4, atol=1e-6)
+
+
+def test_a_worker_killed_mid_job_ends_the_others_with_what_to_do_and_a_restart_resumes(tmp_path):
+    """A step waits on every worker: the survivors' step is cancelled once the dead one's server is gone (not
+    waited on forever), they exit with a ClusterError, and the group started again resumes from the newest
+    checkpoint and finishes."""
+    ports = [_free_port(), _free_port()]
+    env = {"ELASTIMATOR_TEST_SLOW_STEPS": "60"}
+    workers = [_start(i, tmp_path / "job", ports, env) for i in range(2)]
+    try:
+        steps = 0
+        for line in workers[1].stdout:  # worker 1 trains ~15 steps (a checkpoint at step 10), then dies
+            steps += line.startswith("STEP")
+            if steps >= 15:
+                break
+        workers[1].kill()
+        out, err = workers[0].communicate(timeout=120)
+    finally:
+        for p in workers:
+            if p.poll() is None:
+                p.kill()
+    assert workers[0].returncode != 0 and "RESULT" not in out, err[-2000:]
+    assert "stopped answering, and a step of a strategy over several processes (MultiWorkerMirroredStrategy) " \
+           "needs every worker. Start every worker again: each resumes from the newest checkpoint" in err
+    saved = sorted(int(name.split("-")[1].split(".")[0]) for name in os.listdir(tmp_path / "job")
+                   if name.startswith("model.ckpt-") and name.endswith(".index"))
+    assert saved and saved[-1] >= 10
+    ports = [_free_port(), _free_port()]
+    restarted = [_start(i, tmp_path / "job", ports, env) for i in range(2)]
+    chief, worker = [_result(p) for p in restarted]
+    assert chief["global_step"] == 60 and chief["losses"][-1] < chief["losses"][0]
+    assert not worker["is_chief"]
