@@ -139,6 +139,13 @@ def test_a_one_replica_strategy_is_accepted_and_strategies_not_built_are_refused
                                           "MirroredStrategy over this machine's devices"):
         RunConfig(train_distribute=TPUStrategyV2())
 
+    class ParameterServerStrategyV2:  # TF2's, for Keras' ClusterCoordinator
+        num_replicas_in_sync = 1
+
+    with pytest.raises(ConfigError, match="TF2's ParameterServerStrategy, which a Keras-era ClusterCoordinator "
+                                          "drives; an Estimator trains with parameter servers from TF_CONFIG"):
+        RunConfig(train_distribute=ParameterServerStrategyV2())
+
 
 def test_tf_config_service_reaches_run_config_as_tf_estimator_passed_it():
     """A TF_CONFIG with tf.estimator's "service" key was refused as unknown, and RunConfig.service never set."""

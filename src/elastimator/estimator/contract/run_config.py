@@ -242,6 +242,12 @@ def _check_strategy(name: str, strategy: Any) -> None:
         raise ConfigError(
             f"RunConfig: {name} is a {kind}; elastimator runs no TPU. Use MirroredStrategy over this machine's "
             "devices, or leave it None (TPUEstimator programs run with use_tpu=False).")
+    if "ParameterServerStrategyV2" in _kinds(strategy):
+        raise ConfigError(
+            f"RunConfig: {name} is TF2's ParameterServerStrategy, which a Keras-era ClusterCoordinator drives; an "
+            "Estimator trains with parameter servers from TF_CONFIG's \"ps\" tasks. Leave it None (or pass "
+            "tf.compat.v1.distribute.experimental.ParameterServerStrategy, as tf.estimator took), and start the "
+            "cluster with `elastimator launch` or TF_CONFIG.")
     if replicas == 1:
         return
     if is_collective(strategy) and name == "eval_distribute":
