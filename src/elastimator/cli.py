@@ -1,6 +1,6 @@
 """`elastimator`: run, export, predict with, inspect and report on jobs.
 
-Exit codes: 0 success, 1 the job failed, 2 bad usage or an invalid conf, 3 (`run`) the job failed in a way a
+Exit codes: 0 success, 1 the job failed, 2 bad usage, an invalid conf or a path that names nothing, 3 (`run`) the job failed in a way a
 restart would repeat (a NaN loss, too many malformed records, a model_fn or input_fn that returns the
 wrong thing: `launch` ends the job on it instead of retrying), 130 interrupted.
 Answering `--help` and parsing arguments never imports TensorFlow; a failure is one line on stderr
@@ -26,13 +26,14 @@ from elastimator.errors import (
     ExportError,
     HeadError,
     InputFnError,
+    MissingPathError,
     ModelFnError,
     REPEATING_EXIT,
     USAGE_EXIT,
     ReaderError,
 )
 
-USAGE_ERRORS = (ConfError, ConfigError)
+USAGE_ERRORS = (ConfError, ConfigError, MissingPathError)
 REPEATING_ERRORS = (ReaderError, ModelFnError, InputFnError, HeadError, ExportError)
 """Failures that a restarted process would meet again, with NanLossError (see `_repeats`)."""
 
@@ -51,9 +52,16 @@ its processes, whose output goes to their log files."""
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="elastimator", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="also show TensorFlow's own log lines")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # Each command takes --verbose too (`elastimator run --verbose conf.py`); given there, it is not reset.
+    verbose = argparse.ArgumentParser(add_help=False)
+    verbose.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                         help="also show TensorFlow's own log lines")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    run = commands.add_parser("run", help="train, evaluate and export the job a conf describes (one process)")
+    def command(name: str, **kwargs) -> argparse.ArgumentParser:
+        return commands.add_parser(name, parents=[verbose], **kwargs)
+
+    run = command("run", help="train, evaluate and export the job a conf describes (one process)")
     run.add_argument("conf", help="conf as package.module.Class, path/to/conf.py or path/to/conf.py:Class")
     run.add_argument("--model-dir", help="override the conf's model_dir")
     run.add_argument("--max-steps", type=int, help="override the conf's max_steps")
@@ -61,13 +69,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-summary", action="store_true",
                      help="print no summary at the end (`launch` prints one for the whole job)")
 
-    export = commands.add_parser("export", help="export a SavedModel from a conf's model_dir")
+    export = command("export", help="export a SavedModel from a conf's model_dir")
     export.add_argument("conf", help="conf as package.module.Class, path/to/conf.py or path/to/conf.py:Class")
     export.add_argument("--model-dir", help="override the conf's model_dir")
     export.add_argument("--checkpoint", help="checkpoint prefix to export (default: the newest)")
     export.add_argument("--export-dir", help="base directory (default: <model_dir>/export/manual)")
 
-    predict = commands.add_parser("predict", help="batch predictions from an exported SavedModel")
+    predict = command("predict", help="batch predictions from an exported SavedModel")
     predict.add_argument("--saved-model", required=True,
                          help="an export (export/<name>/<timestamp>), an export base (export/<name>), or a model_dir: "
                               "the newest export under it is used")
@@ -81,13 +89,13 @@ def _parser() -> argparse.ArgumentParser:
     predict.add_argument("--keep-columns", default="", metavar="COLUMNS",
                          help="comma-separated input columns (an id, the label) copied first into each output row")
 
-    inspect = commands.add_parser("inspect", help="checkpoints, last metrics and exports of a model_dir")
+    inspect = command("inspect", help="checkpoints, last metrics and exports of a model_dir")
     inspect.add_argument("model_dir", help="the job's model_dir (where its checkpoints are)")
 
-    report = commands.add_parser("report", help="write a PNG of training loss and eval metrics over steps")
+    report = command("report", help="write a PNG of training loss and eval metrics over steps")
     report.add_argument("model_dir", help="the job's model_dir (its event files are read)")
     report.add_argument("--output", help="PNG path (default: <model_dir>/report.png)")
-    service = commands.add_parser("shard-service", help="run a job's shard service on its own (not in the chief)")
+    service = command("shard-service", help="run a job's shard service on its own (not in the chief)")
     service.add_argument("--model-dir", required=True, help="the job's model_dir (seals live in <model_dir>/shards)")
     service.add_argument("--host", default="127.0.0.1", help="address to listen on (default: loopback only)")
     service.add_argument("--port", type=int, default=0, help="port (default: any free one, printed)")
@@ -97,7 +105,7 @@ def _parser() -> argparse.ArgumentParser:
                          help="port of the report line, the workers' per-step reports on the same host (default: any "
                               "free one, told to the workers; 'off': reports over gRPC)")
 
-    launch = commands.add_parser("launch", help="run a conf's job as ps, chief, workers and evaluator processes here")
+    launch = command("launch", help="run a conf's job as ps, chief, workers and evaluator processes here")
     launch.add_argument("conf", help="conf as package.module.Class, path/to/conf.py or path/to/conf.py:Class")
     launch.add_argument("--ps", type=int, default=1, help="parameter servers (default 1)")
     launch.add_argument("--workers", type=int, default=1, help="workers besides the chief (default 1)")
@@ -115,12 +123,12 @@ def _parser() -> argparse.ArgumentParser:
                              "private: that or an error; host: the machine's network (a job that reads data from "
                              "other hosts), servers on every interface")
 
-    scale = commands.add_parser("scale", help="change the number of workers of a job `launch` is running")
+    scale = command("scale", help="change the number of workers of a job `launch` is running")
     scale.add_argument("model_dir", help="the model_dir the running `launch` was given")
     scale.add_argument("--workers", type=int, required=True,
                        help="workers to run from now on (0 to --max-workers of the launch)")
 
-    k8s = commands.add_parser("k8s", help="Kubeflow TFJob manifests: write, validate, submit, scale")
+    k8s = command("k8s", help="Kubeflow TFJob manifests: write, validate, submit, scale")
     k8s_commands = k8s.add_subparsers(dest="k8s_command", required=True, metavar="K8S_COMMAND")
     manifest = k8s_commands.add_parser("manifest", help="write the TFJob (and its token Secret) for a conf")
     manifest.add_argument("conf", help="the conf as the container sees it, e.g. examples/census/census_conf.py")
@@ -348,7 +356,11 @@ _WITHOUT_TENSORFLOW = {"scale", "k8s"}
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # `elastimator` alone: what it can do
+        parser.print_help(sys.stderr)
+        return USAGE_EXIT
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     try:
         if args.command not in _WITHOUT_TENSORFLOW:

@@ -52,6 +52,11 @@ class ReaderError(ElastimatorError, ValueError):
     """Input data cannot be read: missing files, malformed records, a reader that fails."""
 
 
+class MissingPathError(ReaderError):
+    """A path a conf or the command line names (a data file, a SavedModel) does not exist: bad usage (`elastimator`
+    exits 2), not a data failure."""
+
+
 class ConfError(ElastimatorError, ValueError):
     """A job conf has an unknown key, a wrong type, or an inconsistent setting."""
 
@@ -82,7 +87,7 @@ def __getattr__(name: str):
 
 
 USAGE_EXIT = 2
-"""`elastimator run`'s exit code for an invalid conf or bad arguments (ConfError, ConfigError)."""
+"""`elastimator`'s exit code for an invalid conf or bad arguments (ConfError, ConfigError, MissingPathError)."""
 REPEATING_EXIT = 3
 """`elastimator run`'s exit code for a failure a restart would repeat (a NaN loss, a reader past its
 max_bad_records, a broken model_fn): `launch` ends the job on it instead of restarting the process."""

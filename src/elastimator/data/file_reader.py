@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from elastimator.data.parsing import _FLOAT
 from elastimator.data.reader import ElasticReader
-from elastimator.errors import ReaderError
+from elastimator.errors import MissingPathError, ReaderError
 
 logger = logging.getLogger("elastimator")
 _CHUNK = 1 << 20
@@ -48,7 +48,7 @@ def _expand(path) -> list[str]:
         else:
             found = sorted(tf.io.gfile.glob(pattern))
         if not found:
-            raise ReaderError(
+            raise MissingPathError(
                 f"FileReader: no file matches {pattern!r} (current directory: {os.getcwd()}). Check the path, "
                 "or give a directory, a glob such as 'data/part-*.csv', or a list of files."
             )

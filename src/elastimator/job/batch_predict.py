@@ -11,7 +11,7 @@ from typing import Iterator, Sequence, TextIO
 import numpy as np
 import tensorflow as tf
 
-from elastimator.errors import ExportError, ReaderError
+from elastimator.errors import ExportError, MissingPathError, ReaderError
 from elastimator.train_eval.exporters import exports_in
 
 logger = logging.getLogger("elastimator")
@@ -21,12 +21,13 @@ def resolve_saved_model(path: str) -> str:
     """`path` if it is a SavedModel; else the newest export under it (an export base or a model_dir), said in a log.
 
     Raises:
+        MissingPathError: `path` does not exist.
         ExportError: nothing exported there, naming where exports would be.
     """
     if tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
         return path
     if not tf.io.gfile.isdir(path):
-        raise ExportError(f"--saved-model {path!r} does not exist.")
+        raise MissingPathError(f"--saved-model {path!r} does not exist (current directory: {os.getcwd()}).")
     bases = [path] + sorted(tf.io.gfile.glob(os.path.join(path, "export", "*")))
     exports = [e for base in bases for e in exports_in(base)
                if tf.io.gfile.exists(os.path.join(e, "saved_model.pb"))]
@@ -117,6 +118,9 @@ def predict_file(saved_model_dir: str, input_path: str, output: TextIO | None = 
     output = output or sys.stdout
     try:
         source = open(input_path, newline="", encoding="utf-8")
+    except FileNotFoundError as e:
+        raise MissingPathError(f"Cannot read --input {input_path!r}: {e.strerror} (current directory: "
+                               f"{os.getcwd()}).") from e
     except OSError as e:
         raise ReaderError(f"Cannot read --input {input_path!r}: {e.strerror}.") from e
     with source:

@@ -329,6 +329,13 @@ def load_conf(target: str) -> JobConf:
         ConfError: when it cannot be imported or is invalid.
     """
     obj, name = _import(target)
+    if inspect.ismodule(obj) and not hasattr(obj, "classifier_class"):
+        classes = [n for n, v in vars(obj).items()
+                   if inspect.isclass(v) and hasattr(v, "classifier_class") and v.__module__ == obj.__name__]
+        if classes:
+            joiner = ":" if target.endswith(".py") else "."
+            raise ConfError(f"conf {target!r} sets no 'classifier_class' itself; it defines the conf class(es) "
+                            f"{', '.join(classes)}. Name one: {target}{joiner}{classes[0]}.")
     return JobConf.from_object(obj, name=name)
 
 
