@@ -331,6 +331,9 @@ def _k8s(args) -> int:
 
             with replace_on_success(args.output) as f:
                 f.write(text)
+            kinds = [d.get("kind", "?") for d in k8s.load_text(text)]
+            print(f"wrote {args.output}: {', '.join(kinds)} for job {spec.name}; check it with `elastimator k8s "
+                  f"validate {args.output}`, create it with `elastimator k8s submit {args.output}`")
         else:
             sys.stdout.write(text)
         return 0

@@ -30,6 +30,20 @@ def test_evaluate_returns_metrics_and_writes_them_to_eval_events(trained, iris):
     assert trained.eval_dir() == os.path.join(trained.model_dir, "eval")
 
 
+def test_evaluation_logs_metrics_in_six_digits_and_tensorflows_line_as_2_15_printed_it(trained, iris, caplog):
+    import logging  # pylint: disable=import-outside-toplevel
+    import re  # pylint: disable=import-outside-toplevel
+
+    with caplog.at_level(logging.INFO):
+        metrics = trained.evaluate(eval_input(*iris))
+    ours = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("Evaluation at global step 100"))
+    assert f"loss = {float(metrics['loss']):.6g}" in ours and "global_step =" not in ours
+    assert all(len(re.sub(r"[^0-9]", "", value.split("e")[0]).lstrip("0")) <= 6
+               for value in re.findall(r"= ([0-9.e-]+)", ours))
+    theirs = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("Saving dict for global step"))
+    assert f"loss = {metrics['loss']}" in theirs  # numpy's float32 digits, e.g. 0.086811386
+
+
 def test_evaluate_does_not_advance_the_global_step(trained, iris):
     trained.evaluate(eval_input(*iris))
     assert trained.get_variable_value("global_step") == 100

@@ -40,7 +40,9 @@ def test_the_census_manifest_is_valid_and_complete():
     assert {p["containerPort"] for p in chief["ports"]} == {2222, 2223, 2224}
     worker_env = {e["name"] for e in replicas["Worker"]["template"]["spec"]["containers"][0]["env"]}
     assert "ELASTIMATOR_SHARD_SERVICE_LISTEN" not in worker_env  # only the chief listens beyond loopback
-    assert k8s.load_text(k8s.render([secret, policy, tfjob])) == [secret, policy, tfjob]
+    text = k8s.render([secret, policy, tfjob])
+    assert k8s.load_text(text) == [secret, policy, tfjob]
+    assert "&id" not in text and "*id" not in text  # repeated parts written out, not anchored for copying by hand
 
 
 @pytest.mark.parametrize("breakage, message", [
@@ -132,3 +134,13 @@ def test_worker_slots_widen_the_cluster_for_workers_added_later():
     assert parse_cluster(widened).cluster_spec.as_dict()["worker"] == ["w0:1", "w1:1", "w2:1"]
     with pytest.raises(Exception, match="must start with TF_CONFIG's workers"):
         with_worker_slots(tf_config, json.dumps(["other:1"]))
+
+
+def test_manifest_to_a_file_says_what_it_wrote_and_what_to_do_next(tmp_path, capsys):
+    from elastimator import cli  # pylint: disable=import-outside-toplevel
+
+    out = tmp_path / "census.yaml"
+    assert cli.main(["k8s", "manifest", CENSUS.conf, "--image", CENSUS.image, "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f"wrote {out}: Secret, NetworkPolicy, TFJob for job census" in said
+    assert f"elastimator k8s validate {out}" in said and out.read_text().startswith("apiVersion")

@@ -148,9 +148,14 @@ def manifest(spec: TFJobSpec) -> list[dict[str, Any]]:
 
 
 def render(documents: list[dict[str, Any]]) -> str:
+    """The documents as YAML, every repeated part written out in full (no `&id001` anchors to copy by hand)."""
     import yaml
 
-    return yaml.safe_dump_all(documents, sort_keys=False)
+    class Dumper(yaml.SafeDumper):
+        def ignore_aliases(self, data):
+            return True
+
+    return yaml.dump_all(documents, Dumper=Dumper, sort_keys=False)
 
 
 def load_text(text: str) -> list[dict[str, Any]]:

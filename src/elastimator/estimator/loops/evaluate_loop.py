@@ -104,12 +104,14 @@ def evaluate(
                 session.run(update)
                 batches += 1
         results = dict(final.final_ops_values)
-    text = ", ".join(f"{k} = {_plain(v)}" for k, v in sorted(results.items()) if not isinstance(v, bytes))
+    shown = {k: v for k, v in sorted(results.items()) if not isinstance(v, bytes)}
     step = int(results[GLOBAL_STEP_KEY])
     logger.info("Evaluation at global step %d of %s over %d batches: %s", step, _describe(checkpoint, step), batches,
-                ", ".join(part for part in text.split(", ") if not part.startswith(f"{GLOBAL_STEP_KEY} = ")))
-    # What tf.estimator logged, through TensorFlow's logger, for programs that read or grep it.
-    tf.compat.v1.logging.info("Saving dict for global step %d: %s", step, text)
+                ", ".join(f"{k} = {_short(v)}" for k, v in shown.items() if k != GLOBAL_STEP_KEY))
+    # What tf.estimator logged, through TensorFlow's logger, for programs that read or grep it: numpy's own
+    # digits (float32's shortest, as 2.15 printed them).
+    tf.compat.v1.logging.info("Saving dict for global step %d: %s", step,
+                              ", ".join(f"{k} = {v}" for k, v in shown.items()))
     write_eval_summaries(eval_dir(model_dir, name), step, results, checkpoint)
     return results  # numpy values, as tf.estimator returned them
 
@@ -128,8 +130,8 @@ def _describe(checkpoint: str | None, step: int) -> str:
     return f"{checkpoint} (named for step {named}: workers trained on while the chief saved it)"
 
 
-def _plain(value):
-    """numpy scalars -> Python numbers (for text); arrays and bytes stay as they are."""
-    if isinstance(value, np.generic):
-        return value.item()
-    return value
+def _short(value):
+    """A metric as our log line shows it: a float to 6 significant digits, anything else as it is."""
+    if isinstance(value, (float, np.floating)):
+        return f"{float(value):.6g}"
+    return value.item() if isinstance(value, np.generic) else value
