@@ -10,7 +10,7 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 import elastimator as est  # noqa: E402
-from tests.helpers import linear_model_fn  # noqa: E402
+from tests.helpers import DLROVER_EXAMPLES, linear_model_fn  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -35,3 +35,19 @@ def make_estimator(tmp_path):
         )
 
     return make
+
+
+def _dlrover_examples_line() -> str:
+    if DLROVER_EXAMPLES.is_dir():
+        return f"DLRover's examples: {DLROVER_EXAMPLES} (their tests run)"
+    return (f"DLRover's examples: NOT FOUND at {DLROVER_EXAMPLES}, so their tests SKIP (put shared/ beside the "
+            "checkout, or set ELASTIMATOR_SHARED)")
+
+
+def pytest_report_header(config):
+    return [_dlrover_examples_line()]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not DLROVER_EXAMPLES.is_dir():
+        terminalreporter.write_line(_dlrover_examples_line(), yellow=True, bold=True)

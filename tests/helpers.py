@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from pathlib import Path
 
 import tensorflow as tf
 
@@ -83,3 +84,9 @@ class BlockAtStep(tf.compat.v1.train.SessionRunHook):
             print("blocked", flush=True)
             return tf.compat.v1.train.SessionRunArgs(self._dequeue)
         return None
+
+
+DLROVER_EXAMPLES = Path(os.environ.get("ELASTIMATOR_SHARED", Path(__file__).resolve().parents[1].parent / "shared")
+                        ) / "dlrover-examples"
+"""DLRover's own examples (shared/ beside the checkout, or ELASTIMATOR_SHARED): tests that need them skip without,
+and the test run says so at its start and its end."""

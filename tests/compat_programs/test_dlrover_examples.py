@@ -19,8 +19,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.helpers import DLROVER_EXAMPLES
+
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("ELASTIMATOR_SHARED", ROOT.parent / "shared")) / "dlrover-examples"
+SHARED = DLROVER_EXAMPLES
 
 pytestmark = [
     pytest.mark.integration,
