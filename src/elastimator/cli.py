@@ -366,6 +366,7 @@ def main(argv=None) -> int:
         return USAGE_EXIT
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stderr)
     try:
+        _check_paths(args)  # a mistyped path is answered before TensorFlow loads (seconds)
         if args.command not in _WITHOUT_TENSORFLOW:
             from elastimator.tensorflow_import import import_quietly
 
@@ -385,6 +386,23 @@ def main(argv=None) -> int:
             traceback.print_exc()
             return _fail(f"error: {type(e).__name__}: {e}{_where(e)}", 1)
         return _fail(f"error: {type(e).__name__}: {e}{_where(e)} (--verbose shows the traceback)", 1)
+
+
+def _check_paths(args) -> None:
+    """The paths the command names that must exist already; MissingPathError (exit 2) for one that does not."""
+    cwd = os.getcwd()
+    conf = getattr(args, "conf", None)
+    if args.command in ("run", "export", "launch") and conf:
+        path = conf.partition(":")[0]
+        if path.endswith(".py") and not os.path.isfile(path):
+            raise MissingPathError(f"conf file {path!r} does not exist (current directory: {cwd}).")
+    if args.command in ("inspect", "report") and not os.path.isdir(args.model_dir):
+        raise MissingPathError(f"model_dir {args.model_dir!r} does not exist (current directory: {cwd}).")
+    if args.command == "predict":
+        if not os.path.exists(args.saved_model):
+            raise MissingPathError(f"--saved-model {args.saved_model!r} does not exist (current directory: {cwd}).")
+        if not os.path.isfile(args.input):
+            raise MissingPathError(f"--input {args.input!r} does not exist (current directory: {cwd}).")
 
 
 def _fail(message: str, code: int) -> int:

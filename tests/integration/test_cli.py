@@ -160,7 +160,8 @@ def test_a_failed_predict_leaves_its_output_as_it_was(trained, tmp_path):
     assert wrong_model.returncode == 2 and "does not exist" in wrong_model.stderr  # bad usage, as the README says
     missing_input = _cli("predict", "--saved-model", os.path.join(data, "model"), "--input",
                          str(tmp_path / "nothing.csv"), "--output", str(out))
-    assert missing_input.returncode == 2 and "Cannot read --input" in missing_input.stderr
+    assert missing_input.returncode == 2 and "--input" in missing_input.stderr \
+        and "does not exist" in missing_input.stderr
     bad_row = tmp_path / "bad.csv"
     bad_row.write_text("a,b,c,d\n5.1,3.5,1.4,0.2\n5.1,x,1.4,0.2\n")
     malformed = _cli("predict", "--saved-model", os.path.join(data, "model"), "--input", str(bad_row),

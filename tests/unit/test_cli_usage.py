@@ -54,3 +54,22 @@ def test_paths_that_name_nothing_are_bad_usage(tmp_path, capsys, monkeypatch):
     assert cli.main(["predict", "--saved-model", str(tmp_path / "census_modle"), "--input", str(conf)]) == 2
     said = capsys.readouterr().err
     assert "--saved-model" in said and "census_modle" in said and "does not exist" in said
+
+
+def test_a_mistyped_path_is_answered_before_tensorflow_loads(tmp_path):
+    """`run nope.py` and friends answered in the time TensorFlow takes to load (7 s here) was the newcomer's
+    first wait: the paths are checked first, in a process that then has not imported TensorFlow."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+
+    program = ("import sys\nfrom elastimator import cli\n"
+               "codes = [cli.main(a) for a in ([\"run\", \"nope.py\"], [\"export\", \"nope.py:Conf\"],"
+               " [\"inspect\", \"no_model\"], [\"report\", \"no_model\"],"
+               " [\"predict\", \"--saved-model\", \"census_modle\", \"--input\", \"x.csv\"])]\n"
+               "print(codes, 'tensorflow' in sys.modules)\n")
+    run = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), ROOT])))
+    assert run.stdout.strip() == "[2, 2, 2, 2, 2] False", run.stderr[-2000:]
+    for said in ("conf file 'nope.py' does not exist", "model_dir 'no_model' does not exist",
+                 "--saved-model 'census_modle' does not exist"):
+        assert said in run.stderr
