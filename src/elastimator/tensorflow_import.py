@@ -105,7 +105,34 @@ def require_supported():
             f"elastimator needs TensorFlow {OLDEST[0]}.{OLDEST[1]} to {NEWEST_TESTED[0]}.{NEWEST_TESTED[1]}, and "
             f"none is installed: {_INSTALL_HINT}.") from None
     check_version(tf.__version__)
+    _print_tensorflow_lines_once(tf.get_logger())
     return tf
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _print_tensorflow_lines_once(logger: logging.Logger) -> None:
+    """TensorFlow's logger gets a handler of its own when it is first asked for before the program configures
+    logging (importing TensorFlow does that); a program that then calls `logging.basicConfig` printed each of
+    its lines twice, through that handler and through the root logger's. The handler now stays quiet while the
+    root logger prints. TensorFlow's notices that a call inside elastimator is deprecated are dropped: the user
+    cannot act on them."""
+    if getattr(logger, "_elastimator_tidy", False):
+        return
+    logger._elastimator_tidy = True  # pylint: disable=protected-access
+    for handler in logger.handlers:
+        handler.addFilter(lambda record: not (logger.propagate and logging.getLogger().handlers))
+    logger.addFilter(_not_about_elastimator)
+
+
+def _not_about_elastimator(record: logging.LogRecord) -> bool:
+    """False for TensorFlow's deprecation notice about a call elastimator makes ("From .../elastimator/...")."""
+    message = record.msg if isinstance(record.msg, str) else ""
+    if not message.startswith("From %s:"):
+        return True
+    where = record.args[0] if isinstance(record.args, tuple) and record.args else ""
+    return not str(where).startswith(_PACKAGE_DIR + os.sep)
 
 
 KERAS_PACKAGES = ("keras", "tf_keras")
