@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import elastimator as est
 from elastimator import Column, ElasticReader
-from elastimator.estimator.step.training_step import StepHook
+from elastimator.estimator.step.training_step import StepHook, TrainingStep
 from elastimator.job.conf import JobConf
 from elastimator.job.executor import run_job
 from elastimator.job.metrics_chart import readable_limits
@@ -121,3 +121,74 @@ def test_report_axes_do_not_magnify_noise():
     assert readable_limits([0.99, 1.0]) == pytest.approx((0.89, 1.0))  # stays within [0, 1]
     low, high = readable_limits([100.0, 101.0])
     assert high - low == pytest.approx(1.1 * 10.1)  # 10% of the largest value, padded by 10%
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def _call(hook, clock, step, secs, loss=0.5):
+    clock.now += secs
+    hook.after_run(None, type("RunValues", (), {"results": {"step": step, "loss": loss}})())
+
+
+def test_a_log_line_on_the_progress_bars_terminal_starts_on_a_line_of_its_own():
+    """`... ETA 0:00:402026-11-26 11:48:51,337 INFO step 200: loss = 0.33` was what a newcomer saw (a pty)."""
+    import logging  # pylint: disable=import-outside-toplevel
+    import os  # pylint: disable=import-outside-toplevel
+    import pty  # pylint: disable=import-outside-toplevel
+    import re  # pylint: disable=import-outside-toplevel
+
+    master, slave = pty.openpty()
+    terminal = os.fdopen(slave, "w")
+    handler = logging.StreamHandler(terminal)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))
+    log = logging.getLogger("elastimator")
+    log.addHandler(handler)
+    clock = _Clock()
+    hook = ProgressHook(TrainingStep(loss=None, global_step=None, outputs={}), 100, stream=terminal, clock=clock)
+    try:
+        hook.begin()
+        for step in range(1, 41):
+            _call(hook, clock, step, 0.3)
+            if step % 10 == 0:
+                log.warning("step %d: loss = 0.33", step)
+        hook.end(None)
+    finally:
+        log.removeHandler(handler)
+        terminal.close()
+    output = os.read(master, 1 << 16).decode()
+    os.close(master)
+    assert output.count("WARNING step") == 4 and "ETA" in output
+    assert not re.search(r"ETA \d+:\d\d:\d\d(?!\x1b\[K)", output)  # the bar's line always ends cleared ...
+    assert all(output[i - 4:i] == "\r\x1b[K" or output[i - 1] == "\n"  # ... and each record starts afresh
+               for i in (m.start() for m in re.finditer("WARNING step", output)))
+
+
+def test_steps_per_second_and_eta_come_from_the_recent_pace_not_the_slow_start():
+    clock = _Clock()
+    stream = io.StringIO()
+    hook = ProgressHook(TrainingStep(loss=None, global_step=None, outputs={}), 10_000, stream=stream,
+                        every_secs=0, clock=clock)
+    _call(hook, clock, 1, 60.0)  # building and warming up
+    for step in range(2, 6):
+        _call(hook, clock, step, 10.0)  # the first calls, still slow
+    for step in range(105, 3106, 100):
+        _call(hook, clock, step, 1.0)  # then 100 steps/s for 30 s
+    assert "100.0 steps/s" in hook.last_line and "ETA 0:01:08" in hook.last_line  # 6,895 steps left at 100/s
+
+
+def test_without_a_terminal_the_last_line_is_written_once():
+    clock = _Clock()
+    stream = io.StringIO()
+    hook = ProgressHook(TrainingStep(loss=None, global_step=None, outputs={}), 20, stream=stream, every_secs=0,
+                        clock=clock)
+    for step in range(1, 21):
+        _call(hook, clock, step, 0.1)
+    hook.end(None)
+    assert [line for line in stream.getvalue().splitlines() if line.startswith("step 20/20")] != []
+    assert len([line for line in stream.getvalue().splitlines() if line.startswith("step 20/20")]) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import sys
@@ -38,29 +39,41 @@ def progress_line(step: int, total: int | None, rate: float, loss: float | None,
     return " ".join(parts)
 
 
+RATE_WINDOW_SECS = 10.0
+"""Steps/s and the ETA come from the last this many seconds of steps, not from the start (the first calls,
+which build and warm up, made a one-minute job's first ETA read over an hour)."""
+
+
 class ProgressHook(tf.compat.v1.train.SessionRunHook):
     """Shows step, loss, steps/s and ETA.
 
-    On a terminal the line is redrawn in place (at most 4 times a second);
-    elsewhere (CI logs, files) one line is written every `every_secs` seconds.
+    On a terminal the line is redrawn in place (at most 4 times a second), and a log line printed to the same
+    terminal meanwhile first clears it (the bar comes back at the next redraw), so the two never run into each
+    other; elsewhere (CI logs, files) one line is written every `every_secs` seconds, and the last once.
     Built from the training step: `StepHook(lambda step: ProgressHook(step, total))`.
     """
 
     def __init__(self, step: TrainingStep, total_steps: int | None, stream: TextIO | None = None,
-                 every_secs: float = 10.0):
+                 every_secs: float = 10.0, clock=time.perf_counter):
         self._fetches = {"step": step.global_step, "loss": step.loss}
         self._total = total_steps
         self._stream = stream or sys.stderr
         self._tty = bool(getattr(self._stream, "isatty", lambda: False)())
         self._every = 0.25 if self._tty else every_secs
-        self._start_step: int | None = None
+        self._clock = clock
+        self._samples: collections.deque[tuple[float, int]] = collections.deque()
+        """(time, step) after recent calls, the first call's left out."""
         self._last_step: int | None = None
         self._last_loss: float | None = None
-        self._start = self._last_shown = 0.0
+        self._last_shown = 0.0
+        self._shown_step: int | None = None
+        self._calls = 0
+        self._clear_filter = _ClearLineFirst(self._stream) if self._tty else None
         self.last_line = ""
 
-    def after_create_session(self, session, coord):
-        self._start = time.perf_counter()
+    def begin(self):
+        if self._clear_filter is not None:
+            self._clear_filter.attach()
 
     def before_run(self, run_context):
         return tf.compat.v1.train.SessionRunArgs(self._fetches)
@@ -68,32 +81,71 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
     def after_run(self, run_context, run_values):
         step = self._last_step = int(run_values.results["step"])
         self._last_loss = run_values.results.get("loss")
-        now = time.perf_counter()
-        if self._start_step is None:
-            self._start_step, self._start = step, now
+        now = self._clock()
+        self._calls += 1
+        if self._calls == 1:  # the first call builds and warms up: its time says nothing of the pace
+            self._samples.append((now, step))
             return
+        self._samples.append((now, step))
+        while len(self._samples) > 2 and now - self._samples[1][0] >= RATE_WINDOW_SECS:
+            self._samples.popleft()
         if now - self._last_shown < self._every:
             return
         self._show(step, now)
 
+    def _rate(self) -> float:
+        (first_time, first_step), (last_time, last_step) = self._samples[0], self._samples[-1]
+        return (last_step - first_step) / max(last_time - first_time, 1e-9) if len(self._samples) > 1 else 0.0
+
     def _show(self, step: int, now: float) -> None:
-        self._last_shown = now
-        rate = (step - self._start_step) / max(now - self._start, 1e-9)
+        self._last_shown, self._shown_step = now, step
         loss = None if self._last_loss is None else float(self._last_loss)
-        self.last_line = progress_line(step, self._total, rate, loss)
+        self.last_line = progress_line(step, self._total, self._rate(), loss)
         if self._tty:
             self._stream.write("\r" + self.last_line + "\033[K")
-            self._stream.flush()
+            self._clear_filter.drawn = True
         else:
             self._stream.write(self.last_line + "\n")
-            self._stream.flush()
+        self._stream.flush()
 
     def end(self, session):
-        if self._last_step is not None:
-            self._show(self._last_step, time.perf_counter())
+        if self._last_step is not None and (self._tty or self._shown_step != self._last_step):
+            self._show(self._last_step, self._clock())
         if self._tty:
             self._stream.write("\n")
             self._stream.flush()
+            self._clear_filter.detach()
+
+
+class _ClearLineFirst(logging.Filter):
+    """On the handlers that print to the progress bar's terminal: clears the bar's line before a record prints,
+    so the record starts at the line's beginning."""
+
+    def __init__(self, stream: TextIO):
+        super().__init__()
+        self._stream = stream
+        self._handlers: list[logging.Handler] = []
+        self.drawn = False
+        """Whether the bar is on the line now."""
+
+    def attach(self) -> None:
+        loggers = [logging.getLogger(), logging.getLogger("elastimator"), tf.get_logger()]
+        self._handlers = [h for lg in loggers for h in lg.handlers
+                          if getattr(h, "stream", None) in (self._stream, sys.stderr, sys.stdout)]
+        for handler in self._handlers:
+            handler.addFilter(self)
+
+    def detach(self) -> None:
+        for handler in self._handlers:
+            handler.removeFilter(self)
+        self._handlers = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.drawn:
+            self._stream.write("\r\033[K")
+            self._stream.flush()
+            self.drawn = False
+        return True
 
 
 class ProgressFileHook(tf.compat.v1.train.SessionRunHook):
