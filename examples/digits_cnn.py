@@ -4,7 +4,7 @@ The model_fn below is the guide's `cnn_model_fn` as written for tf.estimator,
 with two changes only: TF1 names carry their `tf.compat.v1` prefix, and the
 input is 8x8 (the digits data set) instead of MNIST's 28x28.
 
-Run:  python examples/digits_cnn.py [--model-dir DIR] [--steps N]
+Run:  .venv/bin/python examples/digits_cnn.py [--model-dir DIR] [--steps N]   (after `bash scripts/setup.sh`)
 """
 
 from __future__ import annotations

@@ -4,4 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+echo "example: training the census job (examples/census/census_conf.py:CensusConf); TensorFlow takes a few" \
+     "seconds to load" >&2
 exec .venv/bin/elastimator run examples/census/census_conf.py:CensusConf "$@"

@@ -7,5 +7,15 @@ PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".[test]" "tensorflow==2.21.*" "tf-keras==2.21.*"
+# On a terminal pip shows its progress (the first install downloads about 600 MB); in CI and logs it stays quiet.
+if [ -t 1 ] && [ -z "${CI:-}" ]; then
+  quiet=()
+  echo "setup: installing elastimator, TensorFlow 2.21 and the test tools into .venv (the first time downloads" \
+       "about 600 MB; a few minutes)"
+else
+  quiet=(--quiet)
+fi
+.venv/bin/python -m pip install "${quiet[@]}" --upgrade pip
+.venv/bin/python -m pip install "${quiet[@]}" -e ".[test]" "tensorflow==2.21.*" "tf-keras==2.21.*"
+[ -t 1 ] && [ -z "${CI:-}" ] && echo "setup: .venv is ready"
+true
