@@ -26,6 +26,7 @@ import tensorflow as tf  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import elastimator as est  # noqa: E402
+from tests.helpers import read_events, regression_model_fn  # noqa: E402
 
 PER_REPLICA = 4
 SLOW_STEPS = int(os.environ.get("ELASTIMATOR_TEST_SLOW_STEPS", "0"))
@@ -48,31 +49,10 @@ def input_fn(mode, input_context=None):
     return dataset.batch(PER_REPLICA * WORKERS)
 
 
-def model_fn(features, labels, mode):
-    weights = tf.compat.v1.get_variable("w", [3, 1], initializer=tf.zeros_initializer())
-    bias = tf.compat.v1.get_variable("b", [1], initializer=tf.zeros_initializer())
-    predictions = tf.matmul(features["x"], weights) + bias
-    loss = tf.compat.v1.losses.mean_squared_error(labels, predictions)
-    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
-        loss, global_step=tf.compat.v1.train.get_global_step())
-    return est.EstimatorSpec(mode, loss=loss, train_op=train_op, predictions=predictions)
-
-
 class Slow(tf.compat.v1.train.SessionRunHook):
     def after_run(self, run_context, run_values):
         print("STEP", flush=True)
         time.sleep(0.2)
-
-
-def losses_of(model_dir):
-    losses = {}
-    for path in tf.io.gfile.glob(os.path.join(model_dir, "events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                if value.tag == "loss":
-                    losses[event.step] = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") \
-                        else value.simple_value
-    return [losses[step] for step in sorted(losses)]
 
 
 def main():
@@ -80,7 +60,7 @@ def main():
     config = est.RunConfig(train_distribute=strategy, save_summary_steps=1,
                            save_checkpoints_steps=10 if SLOW_STEPS else STEPS,
                            log_step_count_steps=None)
-    estimator = est.Estimator(model_fn, model_dir=MODEL_DIR, config=config)
+    estimator = est.Estimator(regression_model_fn, model_dir=MODEL_DIR, config=config)
     hooks = [Slow()] if SLOW_STEPS else []
     est.train_and_evaluate(estimator, est.TrainSpec(input_fn, max_steps=STEPS, hooks=hooks),
                            est.EvalSpec(input_fn, steps=2, throttle_secs=0))
@@ -89,7 +69,7 @@ def main():
     if config.is_chief:
         result.update(global_step=int(estimator.get_variable_value("global_step")),
                       weights={n: estimator.get_variable_value(n).ravel().tolist() for n in ("w", "b")},
-                      losses=losses_of(MODEL_DIR))
+                      losses=[loss for _, loss in read_events(MODEL_DIR)["loss"]])
     print("RESULT " + json.dumps(result), flush=True)
 
 

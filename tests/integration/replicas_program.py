@@ -25,6 +25,7 @@ tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU"
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 import elastimator as est  # noqa: E402
+from tests.helpers import read_events, regression_model_fn  # noqa: E402
 
 PER_REPLICA = 4
 STEPS = 12
@@ -45,35 +46,13 @@ def input_fn_of(batch_size):
     return input_fn
 
 
-def model_fn(features, labels, mode):
-    weights = tf.compat.v1.get_variable("w", [3, 1], initializer=tf.zeros_initializer())
-    bias = tf.compat.v1.get_variable("b", [1], initializer=tf.zeros_initializer())
-    predictions = tf.matmul(features["x"], weights) + bias
-    loss = tf.compat.v1.losses.mean_squared_error(labels, predictions)
-    train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
-        loss, global_step=tf.compat.v1.train.get_global_step())
-    return est.EstimatorSpec(mode, loss=loss, train_op=train_op, predictions=predictions)
-
-
-def losses_of(model_dir):
-    """The "loss" scalar of each training step, as TensorBoard shows it."""
-    losses = {}
-    for path in tf.io.gfile.glob(os.path.join(model_dir, "events.out.tfevents.*")):
-        for event in tf.compat.v1.train.summary_iterator(path):
-            for value in event.summary.value:
-                if value.tag == "loss":
-                    losses[event.step] = float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") \
-                        else value.simple_value
-    return [losses[step] for step in sorted(losses)]
-
-
 def estimator_of(kind, model_dir, strategy, eval_strategy=None):
     config = est.RunConfig(train_distribute=strategy, eval_distribute=eval_strategy, tf_random_seed=1,
                            save_summary_steps=1,
                            log_step_count_steps=None, save_checkpoints_steps=STEPS)
     column = [tf.feature_column.numeric_column("x", shape=(3,))]
     if kind == "custom":
-        return est.Estimator(model_fn, model_dir=model_dir, config=config)
+        return est.Estimator(regression_model_fn, model_dir=model_dir, config=config)
     if kind == "canned":
         return est.LinearRegressor(column, model_dir=model_dir, config=config, optimizer="SGD")
     from elastimator.premade import v1  # tf.compat.v1.estimator's canned estimators
@@ -99,12 +78,12 @@ def refusals(work_dir, strategy):
 
         table = get_embedding_variable("ids", embedding_dim=2)
         rows = tf.nn.embedding_lookup(table, tf.cast(features["x"][:, 0] > 0, tf.int64))
-        return model_fn({"x": features["x"] + tf.reduce_sum(rows)}, labels, mode)
+        return regression_model_fn({"x": features["x"] + tf.reduce_sum(rows)}, labels, mode)
 
     cases = {
-        "input_fn_not_a_dataset": (model_fn, tensors_input_fn, {}),
+        "input_fn_not_a_dataset": (regression_model_fn, tensors_input_fn, {}),
         "embedding_variables": (embedding_model_fn, input_fn_of(PER_REPLICA), {}),
-        "steps_per_execution": (model_fn, input_fn_of(PER_REPLICA), {"steps_per_execution": 4}),
+        "steps_per_execution": (regression_model_fn, input_fn_of(PER_REPLICA), {"steps_per_execution": 4}),
     }
     for name, (fn, input_fn, extra) in cases.items():
         config = est.RunConfig(train_distribute=strategy, **extra)
@@ -131,7 +110,8 @@ def main(kind, work_dir, strategy_name="mirrored"):
         # Evaluated without the strategy: the checkpoint the replicas wrote restores into a plain graph.
         plain = estimator_of(kind, os.path.join(work_dir, name), None)
         evaluation = plain.evaluate(input_fn_of(PER_REPLICA * 2), steps=STEPS)
-        result[name] = {"losses": losses_of(estimator.model_dir), "weights": weights_of(plain),
+        losses = [loss for _, loss in read_events(estimator.model_dir)["loss"]]
+        result[name] = {"losses": losses, "weights": weights_of(plain),
                         "eval_loss": float(evaluation["loss"]), "global_step": int(evaluation["global_step"]),
                         "metrics": {k: float(v) for k, v in evaluation.items()}}
     # The replicas' model evaluated over the replicas, each taking batches of 4 (steps of 8 records), and on one

@@ -4,22 +4,17 @@ model is the one a single process trains on the global batch."""
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+from tests.helpers import free_ports
+
 PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "multi_worker_program.py")
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("localhost", 0))
-        return s.getsockname()[1]
 
 
 def _result(process: subprocess.Popen) -> dict:
@@ -36,7 +31,7 @@ def _start(index, model_dir, ports, env=None) -> subprocess.Popen:
 
 
 def test_two_workers_all_reduce_into_the_model_one_process_trains_on_the_global_batch(tmp_path):
-    ports = [_free_port(), _free_port()]
+    ports = free_ports(2)
     workers = [_start(i, tmp_path / "job", ports) for i in range(2)]
     try:
         chief, worker = [_result(p) for p in workers]
@@ -59,7 +54,7 @@ def test_a_worker_killed_mid_job_ends_the_others_with_what_to_do_and_a_restart_r
     """A step waits on every worker: the survivors' step is cancelled once the dead one's server is gone (not
     waited on forever), they exit with a ClusterError, and the group started again resumes from the newest
     checkpoint and finishes."""
-    ports = [_free_port(), _free_port()]
+    ports = free_ports(2)
     env = {"ELASTIMATOR_TEST_SLOW_STEPS": "60"}
     workers = [_start(i, tmp_path / "job", ports, env) for i in range(2)]
     try:
@@ -80,7 +75,7 @@ def test_a_worker_killed_mid_job_ends_the_others_with_what_to_do_and_a_restart_r
     saved = sorted(int(name.split("-")[1].split(".")[0]) for name in os.listdir(tmp_path / "job")
                    if name.startswith("model.ckpt-") and name.endswith(".index"))
     assert saved and saved[-1] >= 10
-    ports = [_free_port(), _free_port()]
+    ports = free_ports(2)
     restarted = [_start(i, tmp_path / "job", ports, env) for i in range(2)]
     chief, worker = [_result(p) for p in restarted]
     assert chief["global_step"] == 60 and chief["losses"][-1] < chief["losses"][0]

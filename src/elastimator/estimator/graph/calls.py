@@ -72,7 +72,7 @@ class InputResult:
 
 
 class DatasetInitializerHook(tf.compat.v1.train.SessionRunHook):
-    """Starts a dataset iterator when the session is created."""
+    """Starts a dataset iterator (a strategy's distributed one too) when the session is created."""
 
     def __init__(self, iterator):
         self._iterator = iterator

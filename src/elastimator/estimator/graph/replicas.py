@@ -126,7 +126,7 @@ def build(*, model_fn: Callable, params: dict | None, config: RunConfig, mode: s
     if mode == ModeKeys.TRAIN:
         tf.compat.v1.summary.scalar("loss", loss)
     return ModelGraph(spec=spec, global_step=global_step, features=features, labels=labels,
-                      input_hooks=(_IteratorInitializerHook(iterator),), replicas=replicas_of(strategy))
+                      input_hooks=(calls.DatasetInitializerHook(iterator),), replicas=replicas_of(strategy))
 
 
 LOSS_METRIC = "loss"
@@ -163,17 +163,3 @@ def _dataset(input_fn: Callable, mode: str, params: dict, config: RunConfig, con
             f"{strategy.num_replicas_in_sync} replicas it must return a tf.data.Dataset, whose batches each "
             "replica takes in turn (batch it by the batch size per replica).")
     return result
-
-
-class _IteratorInitializerHook(tf.compat.v1.train.SessionRunHook):
-    """Starts the strategy's input iterator when the session is created."""
-
-    def __init__(self, iterator):
-        self._iterator = iterator
-
-    def begin(self):
-        self._initializer = self._iterator.initializer
-
-    def after_create_session(self, session, coord):
-        del coord
-        session.run(self._initializer)
