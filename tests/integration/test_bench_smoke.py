@@ -46,12 +46,13 @@ def test_frameworks_harness_runs_each_contender_in_its_own_process(tmp_path, mon
     # test checks the harness and the contenders that run on this environment.
     result = frameworks.main(["--skip-tf-estimator", "--batch-size", "16", "--steps", "6", "--warmup", "2",
                               "--eval-batches", "2", "--runs", "1", "--out", str(tmp_path)])
-    assert set(result["medians"]) == {"elastimator", "elastimator_unfused", "elastimator_one_step", "keras_fit",
-                                      "tf_function"}
+    assert set(result["medians"]) == {"elastimator", "elastimator_unfused", "elastimator_one_step",
+                                      "elastimator_mirrored", "keras_fit", "tf_function"}
     for medians in result["medians"].values():
         assert medians["train_examples_per_sec"] > 0 and medians["peak_rss_mb"] > 0
     assert result["medians"]["elastimator"]["warm_predict_examples_per_sec"] > 0
     assert "elastimator / keras_fit train" in (tmp_path / "frameworks.md").read_text()
+    assert result["ratios"]["elastimator_mirrored / elastimator train"]["target"] == 0.95
     sys.modules.pop("frameworks", None)
 
 
