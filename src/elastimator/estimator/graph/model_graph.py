@@ -89,6 +89,17 @@ def _seed_keras(name: str, seed: int) -> Callable[[], None]:
     return restore
 
 
+LOSS_METRIC = "loss"
+
+
+def metrics_with_loss(spec: EstimatorSpec) -> dict:
+    """An EVAL spec's metric ops, with the mean of its loss over the batches as "loss" unless it has one."""
+    metrics = dict(spec.eval_metric_ops)
+    if LOSS_METRIC not in metrics:
+        metrics[LOSS_METRIC] = tf.compat.v1.metrics.mean(spec.loss, name="mean_loss")
+    return metrics
+
+
 def build_for(estimator, mode: str, input_fn: Callable) -> ModelGraph:
     """Builds an Estimator's model for `mode` over its `input_fn` (both get the params of that mode)."""
     return build(model_fn=estimator.model_fn, params=estimator._params_for(mode),  # pylint: disable=protected-access

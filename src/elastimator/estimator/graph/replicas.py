@@ -43,7 +43,7 @@ from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.run_config import RunConfig
 from elastimator.estimator.contract.spec import EstimatorSpec
 from elastimator.estimator.graph import calls, fused_updates
-from elastimator.estimator.graph.model_graph import ModelGraph, seeded
+from elastimator.estimator.graph.model_graph import ModelGraph, metrics_with_loss, seeded
 
 
 def replicas_of(strategy: Any) -> int:
@@ -102,16 +102,15 @@ def build(*, model_fn: Callable, params: dict | None, config: RunConfig, mode: s
                 specs[int(replica)] = spec
             if mode == ModeKeys.TRAIN:
                 return spec.loss, spec.train_op
-            metrics = dict(spec.eval_metric_ops)
-            if LOSS_METRIC not in metrics:
-                metrics[LOSS_METRIC] = tf.compat.v1.metrics.mean(spec.loss, name="mean_loss")
-            return spec.loss, metrics
+            return spec.loss, metrics_with_loss(spec)
 
         losses, results = strategy.extended.call_for_each_replica(replica_fn, args=(features, labels))
-        scaled = getattr(graph, "_is_loss_scaled_by_optimizer", False)
-        reduction = tf.compat.v1.distribute.get_loss_reduction() if scaled else tf.distribute.ReduceOp.SUM
         if mode == ModeKeys.EVAL:
             reduction = tf.distribute.ReduceOp.MEAN
+        elif getattr(graph, "_is_loss_scaled_by_optimizer", False):
+            reduction = tf.compat.v1.distribute.get_loss_reduction()
+        else:
+            reduction = tf.distribute.ReduceOp.SUM
         loss = strategy.reduce(reduction, losses, axis=None)
         first = specs[min(specs)]  # this process's first replica (in sync-group order)
         if mode == ModeKeys.TRAIN:
@@ -127,9 +126,6 @@ def build(*, model_fn: Callable, params: dict | None, config: RunConfig, mode: s
         tf.compat.v1.summary.scalar("loss", loss)
     return ModelGraph(spec=spec, global_step=global_step, features=features, labels=labels,
                       input_hooks=(calls.DatasetInitializerHook(iterator),), replicas=replicas_of(strategy))
-
-
-LOSS_METRIC = "loss"
 
 
 def _aggregated(name: str, value: Any, strategy: Any) -> tf.Tensor:

@@ -17,20 +17,12 @@ from elastimator.estimator.loops import hooks as engine_hooks, sessions
 from elastimator.estimator.saving import checkpoints
 
 logger = logging.getLogger("elastimator")
-LOSS_KEY = "loss"
 GLOBAL_STEP_KEY = "global_step"
 
 
 def eval_dir(model_dir: str, name: str | None) -> str:
     """Where evaluation events go: eval/ or eval_<name>/."""
     return os.path.join(model_dir, "eval" if not name else f"eval_{name}")
-
-
-def _metric_ops(spec) -> dict:
-    metrics = dict(spec.eval_metric_ops)
-    if LOSS_KEY not in metrics:
-        metrics[LOSS_KEY] = tf.compat.v1.metrics.mean(spec.loss, name="mean_loss")
-    return metrics
 
 
 def write_eval_summaries(output_dir: str, step: int, results: Mapping[str, object],
@@ -89,7 +81,8 @@ def evaluate(
         else:
             built = model_graph.build_for(estimator, ModeKeys.EVAL, input_fn)
         spec = built.spec
-        metrics = _metric_ops(spec)
+        # Over replicas, the loss metric is already among them (made in each replica).
+        metrics = model_graph.metrics_with_loss(spec)
         update = tf.group(*(update for _, update in metrics.values()), name="eval_update")
         values = {key: value for key, (value, _) in metrics.items()}
         values[GLOBAL_STEP_KEY] = built.global_step
