@@ -25,11 +25,18 @@ def test_a_peer_gone_for_three_probes_closes_the_session_and_is_named():
 
 
 def test_peers_that_answer_leave_the_session_alone_and_the_watch_stops_at_the_end():
-    probes = []
-    hook = PeerWatchHook(["a:1"], poll_secs=0.001, probe=lambda peer: probes.append(peer) or True)
+    probes, probed_enough = [], threading.Event()
+
+    def probe(peer):
+        probes.append(peer)
+        if len(probes) > 5:
+            probed_enough.set()
+        return True
+
+    hook = PeerWatchHook(["a:1"], poll_secs=0.001, probe=probe)
     session = Session()
     hook.after_create_session(session, coord=None)
-    time.sleep(0.05)
+    assert probed_enough.wait(5)
     hook.end(session)
     count = len(probes)
     time.sleep(0.05)
