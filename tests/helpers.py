@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import tensorflow as tf
 
 import elastimator as est
+from elastimator.cluster import plan
 
 
 def linear_model_fn(features, labels, mode, params):
@@ -56,14 +56,9 @@ def read_events(directory: str) -> dict[str, list[tuple[int, float]]]:
 
 
 def free_ports(n: int) -> list[int]:
-    """n loopback ports free right now (for real servers in tests)."""
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
+    """n loopback ports free right now, for real servers that a test starts later (below the ephemeral range,
+    as the launcher picks them)."""
+    return plan.free_ports("127.0.0.1", n)
 
 
 class SignalAtStep(tf.compat.v1.train.SessionRunHook):

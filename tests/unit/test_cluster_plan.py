@@ -26,6 +26,16 @@ def test_every_task_gets_a_distinct_port_and_a_parsable_tf_config():
     assert len(plan.token) == 32
 
 
+def test_ports_are_drawn_below_the_ephemeral_range():
+    # A socket bound to port 0 (the chief's report line, a gRPC client) must never take a task's port before
+    # the task binds it: the kernel hands those out only from the ephemeral range.
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low = int(f.read().split()[0])
+    plan = ClusterPlan.allocate(ps=2, max_workers=8)
+    ports = [int(a.rsplit(":", 1)[1]) for a in (*plan.ps, plan.chief, *plan.worker_slots, plan.shard_service)]
+    assert len(set(ports)) == 12 and all(1024 <= p < low for p in ports)
+
+
 def test_a_port_in_use_is_named():
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))

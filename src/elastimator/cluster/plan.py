@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import random
 import secrets
 import socket
 from typing import Any
@@ -32,12 +33,6 @@ def _bindable(host: str, port: int) -> bool:
                 return False
             raise
     return True
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +76,7 @@ class ClusterPlan:
             raise ClusterError(f"max_workers must be 0 or more; got {max_workers}.")
         count = ps + 1 + max_workers + 1
         if base_port is None:
-            ports = _distinct_free_ports(host, count)
+            ports = free_ports(host, count)
         else:
             ports = list(range(base_port, base_port + count))
             taken = [p for p in ports if not _bindable(host, p)]
@@ -119,10 +114,29 @@ class ClusterPlan:
         return {"cluster": cluster, "task": {"type": task.role, "index": task.index}}
 
 
-def _distinct_free_ports(host: str, count: int) -> list[int]:
-    ports: list[int] = []
-    while len(ports) < count:
-        port = _free_port(host)
-        if port not in ports:
-            ports.append(port)
-    return ports
+def free_ports(host: str, count: int) -> list[int]:
+    """`count` distinct ports free on `host` now, for servers that start later.
+
+    They are drawn at random from the 12,000 ports below the kernel's ephemeral range, which a bind to port 0
+    or an outgoing connection never takes: so no other socket of the job (the report line, a gRPC client)
+    can take a task's port before its server binds it.
+    """
+    low = _ephemeral_low()
+    candidates = range(max(1024, low - 12000), low)
+    chosen: list[int] = []
+    for port in random.sample(candidates, k=len(candidates)):
+        if _bindable(host, port):
+            chosen.append(port)
+            if len(chosen) == count:
+                return chosen
+    raise ClusterError(f"only {len(chosen)} of {count} ports from {candidates.start} to {candidates.stop - 1} "
+                       f"are free on {host}; stop some servers there, or pass --base-port.")
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (32768 where the range cannot be read)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
