@@ -107,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
 
     launch = command("launch", help="run a conf's job as ps, chief, workers and evaluator processes here")
     launch.add_argument("conf", help="conf as package.module.Class, path/to/conf.py or path/to/conf.py:Class")
-    launch.add_argument("--ps", type=int, default=1, help="parameter servers (default 1)")
+    launch.add_argument("--ps", type=int, help="parameter servers (default 1; none for a synchronous conf)")
     launch.add_argument("--workers", type=int, default=1, help="workers besides the chief (default 1)")
     launch.add_argument("--max-workers", type=int, help="worker slots to scale up to (default: --workers)")
     launch.add_argument("--evaluator", action="store_true", help="also run an evaluator process")
@@ -286,16 +286,22 @@ def _launch(args) -> int:
 
     # A conf that fails to import is reported here, once, not by every process. Its code may read TF_CONFIG as it
     # is imported (DLRover's criteo_deeprec model does): it sees the job's shape, as the chief, ports not yet chosen.
-    shape = {"chief": ["localhost:0"], "ps": ["localhost:0"] * args.ps, "worker": ["localhost:0"] * args.workers}
+    shape = {"chief": ["localhost:0"], "ps": ["localhost:0"] * (args.ps or 1), "worker": ["localhost:0"] * args.workers}
     with _tf_config_if_unset({"cluster": shape, "task": {"type": "chief", "index": 0}}):
         conf = load_conf(args.conf)
+    synchronous = conf.strategy == "multi_worker_mirrored"
+    if conf.strategy == "mirrored":
+        raise ConfError(f"conf {conf.name}: strategy 'mirrored' trains in one process; run it with `elastimator run`, "
+                        "or set strategy 'multi_worker_mirrored' (synchronous) or 'parameter_server' to launch a "
+                        "cluster.")
     model_dir = args.model_dir or conf.model_dir
     if not model_dir:
         raise ConfError("launch needs a model_dir that every process shares: set it in the conf or pass "
                         "--model-dir.")
     spec = LaunchSpec(args.conf, os.path.abspath(model_dir), ps=args.ps, workers=args.workers,
                       max_workers=args.max_workers, evaluator=args.evaluator, max_steps=args.max_steps,
-                      max_restarts=args.max_restarts, base_port=args.base_port, network=args.network)
+                      max_restarts=args.max_restarts, base_port=args.base_port, network=args.network,
+                      synchronous=synchronous)
     if args.autoscale:
         spec = dataclasses.replace(spec, autoscale=autoscale.ScalingLimits(max_workers=spec.worker_slots))
     launcher = Launcher(spec)

@@ -2,7 +2,8 @@
 
 COUNT_DATA names a file of "id,label" lines; COUNT_RECORDS their number. With COUNT_EMBEDDING_ID_SCALE set, each
 step also trains the rows of its ids in an embedding variable (keyed by id * scale, two partitions), so a test can
-check that no id is lost.
+check that no id is lost. With COUNT_SYNC=1 the job trains synchronously (strategy 'multi_worker_mirrored'): the
+trainers' counts are all-reduced into every copy of the variable.
 """
 
 import os
@@ -15,6 +16,7 @@ from elastimator import embedding
 
 RECORDS = int(os.environ["COUNT_RECORDS"])
 STEP_SECS = float(os.environ.get("COUNT_STEP_SECS", "0.02"))
+SYNC = os.environ.get("COUNT_SYNC") == "1"
 
 
 def _train_embedding(ids, scale: int) -> tf.Operation:
@@ -26,13 +28,16 @@ def _train_embedding(ids, scale: int) -> tf.Operation:
 def counting_model_fn(features, labels, mode):
     ids = features["id"]
     counts = tf.compat.v1.get_variable("counts", [RECORDS], tf.float32, tf.compat.v1.zeros_initializer(),
-                                       trainable=False)
+                                       trainable=False, aggregation=tf.VariableAggregation.SUM)
     if mode == ModeKeys.PREDICT:
         return EstimatorSpec(mode, predictions={"count": tf.gather(counts, ids)})
     # A little work per step, so a process can be killed while training is under way.
     pause = tf.py_function(lambda: time.sleep(STEP_SECS) or 0.0, [], tf.float32)
     with tf.control_dependencies([pause]):
-        seen = tf.compat.v1.scatter_add(counts, ids, tf.ones_like(ids, tf.float32))
+        if SYNC:  # a dense update, which the strategy sums over the replicas (it drops all but one's scatter)
+            seen = counts.assign_add(tf.math.unsorted_segment_sum(tf.ones_like(ids, tf.float32), ids, RECORDS))
+        else:
+            seen = tf.compat.v1.scatter_add(counts, ids, tf.ones_like(ids, tf.float32))
     scale = os.environ.get("COUNT_EMBEDDING_ID_SCALE")
     updates = [seen, _train_embedding(ids, int(scale))] if scale else [seen]
     with tf.control_dependencies(updates):
@@ -52,3 +57,4 @@ class CountingConf:
         "columns": (Column.create("id", "int"), Column.create("label", "float32", is_label=True)),
         "batch_size": 10, "shard_size": 50, "epoch": 2,
     }
+    strategy = "multi_worker_mirrored" if SYNC else "parameter_server"

@@ -5,7 +5,9 @@ the same model trained in one process on the global batch.
 
 Usage: python multi_worker_program.py INDEX|plain MODEL_DIR PORT [PORT ...]
 With ELASTIMATOR_TEST_SLOW_STEPS=N set, trains to step N, each step at least 0.2 s (printing STEP), with a
-checkpoint every 10 steps: for a test that kills a worker.
+checkpoint every 10 steps: for a test that kills a worker. With ELASTIMATOR_TEST_UNEVEN=K set, the last worker's
+input ends K batches before the others' (and "plain" trains on what the workers then train: the last worker's
+last batch again in each of those K steps), with no max_steps: training ends with the input.
 Prints `RESULT {json}`: the global step, the weights and the training loss of each step (the chief's events).
 """
 
@@ -35,7 +37,22 @@ WORKERS = len(PORTS)
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(PER_REPLICA * WORKERS * STEPS, 3)).astype(np.float32)
 Y = (X @ np.array([[1.5], [-2.0], [0.5]], np.float32) + 0.3).astype(np.float32)
+UNEVEN = int(os.environ.get("ELASTIMATOR_TEST_UNEVEN", "0"))
 SEEN = []
+
+
+def _uneven_plain_batches():
+    """The global batches of the workers when the last one's input ends UNEVEN batches early and it trains its
+    last batch again meanwhile."""
+    per_worker = [X[w::WORKERS] for w in range(WORKERS)]
+    batches = []
+    for step in range(STEPS):
+        parts = [per_worker[w][PER_REPLICA * step:PER_REPLICA * (step + 1)] for w in range(WORKERS - 1)]
+        last = min(step, STEPS - UNEVEN - 1)
+        parts.append(per_worker[-1][PER_REPLICA * last:PER_REPLICA * (last + 1)])
+        batches.append(np.concatenate(parts))
+    x = np.concatenate(batches)
+    return x, (x @ np.array([[1.5], [-2.0], [0.5]], np.float32) + 0.3).astype(np.float32)
 
 
 def input_fn(mode, input_context=None):
@@ -45,7 +62,12 @@ def input_fn(mode, input_context=None):
     if input_context:
         SEEN.append([input_context.num_input_pipelines, input_context.input_pipeline_id])
         dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
+        if UNEVEN and input_context.input_pipeline_id == input_context.num_input_pipelines - 1:
+            dataset = dataset.take(PER_REPLICA * (STEPS - UNEVEN))
         return dataset.batch(PER_REPLICA)
+    if UNEVEN and mode == est.ModeKeys.TRAIN:
+        return tf.data.Dataset.from_tensor_slices(({"x": _uneven_plain_batches()[0]}, _uneven_plain_batches()[1])) \
+            .batch(PER_REPLICA * WORKERS)
     return dataset.batch(PER_REPLICA * WORKERS)
 
 
@@ -62,7 +84,7 @@ def main():
                            log_step_count_steps=None)
     estimator = est.Estimator(regression_model_fn, model_dir=MODEL_DIR, config=config)
     hooks = [Slow()] if SLOW_STEPS else []
-    est.train_and_evaluate(estimator, est.TrainSpec(input_fn, max_steps=STEPS, hooks=hooks),
+    est.train_and_evaluate(estimator, est.TrainSpec(input_fn, max_steps=None if UNEVEN else STEPS, hooks=hooks),
                            est.EvalSpec(input_fn, steps=2, throttle_secs=0))
     result = {"is_chief": config.is_chief, "replicas": strategy.num_replicas_in_sync if strategy else 1,
               "input_contexts": SEEN}

@@ -52,7 +52,8 @@ def test_a_minimal_conf_gets_the_documented_defaults():
      "'max_bad_records' expected int >= 0"),
     ({"eval_set": {"reader": FileReader("a"), "columns": (Column.create("x", "float64"), COLUMNS[1])}},
      "eval_set columns differ from train_set columns"),
-    ({"strategy": "mirored"}, r"'strategy' expected one of \['parameter_server', 'mirrored'\]; got 'mirored'"),
+    ({"strategy": "mirored"},
+     r"'strategy' expected one of \['parameter_server', 'mirrored', 'multi_worker_mirrored'\]; got 'mirored'"),
 ])
 def test_invalid_confs_are_rejected_with_the_key_named(overrides, message):
     with pytest.raises(ConfError, match=message):
@@ -149,3 +150,16 @@ def test_a_mirrored_conf_trains_and_evaluates_with_a_mirrored_strategy_alone_and
     cluster = {"cluster": {"chief": ["localhost:2222"], "ps": ["localhost:2223"]}, "task": {"type": "chief", "index": 0}}
     with pytest.raises(ConfError, match="strategy 'mirrored' trains in one process.*one task of a cluster"):
         run_config(JobConf.from_object(_conf(strategy="mirrored")), tf_config=cluster)
+
+
+def test_a_synchronous_conf_refuses_parameter_servers_and_leaves_its_evaluator_on_one_device():
+    from elastimator.job.executor import run_config  # pylint: disable=import-outside-toplevel
+
+    conf = JobConf.from_object(_conf(strategy="multi_worker_mirrored"))
+    with_ps = {"cluster": {"chief": ["localhost:2222"], "ps": ["localhost:2223"]}, "task": {"type": "chief", "index": 0}}
+    with pytest.raises(ConfError, match="'multi_worker_mirrored' all-reduces among the chief and workers and has no "
+                                        "parameter servers, but TF_CONFIG's cluster lists \"ps\" tasks"):
+        run_config(conf, tf_config=with_ps)
+    evaluator = {"cluster": {"chief": ["localhost:2222"], "worker": ["localhost:2224"]},
+                 "task": {"type": "evaluator", "index": 0}}
+    assert run_config(conf, tf_config=evaluator).train_distribute is None

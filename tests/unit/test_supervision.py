@@ -198,3 +198,55 @@ def test_trainers_stop_before_the_parameter_servers_they_need():
     assert sv.stop_order(["ps-0", "chief", "worker-1", "ps-1", "evaluator"]) == [
         ["chief", "worker-1", "evaluator"], ["ps-0", "ps-1"]]
     assert sv.stop_order(["ps-0"]) == [["ps-0"]] and sv.stop_order([]) == []
+
+
+# --- a synchronous job: the chief and workers as one group ------------------------------------------------------
+
+SYNC = sv.Policy(max_restarts=2, backoff_secs=1.0, start_timeout_secs=60, finish_timeout_secs=30, worker_slots=3,
+                 logs_dir="/m/logs", synchronous=True)
+SYNC_TASKS = [Task("chief"), Task("worker", 0), Task("worker", 1), Task("evaluator")]
+
+
+def test_a_dead_worker_restarts_the_whole_group_chief_first_and_leaves_the_evaluator():
+    job = Job(SYNC_TASKS, policy=SYNC).up()
+    job.at(10.0, sv.Exited("worker-1", -9))
+    assert [d.task.name for d in kinds(job.decisions, sv.Stop)] == ["chief-0", "worker-0"]
+    assert not any(d.return_shards for d in kinds(job.decisions, sv.Stop))  # the service restarts with the chief
+    assert "chief and workers start again in 1.0s from the newest checkpoint (restart 1 of 2)" in job.said()
+    assert job.states() == {"chief-0": sv.State.RESTARTING, "worker-0": sv.State.RESTARTING,
+                            "worker-1": sv.State.RESTARTING, "evaluator-0": sv.State.RUNNING}
+    assert not kinds(job.at(10.9), sv.Start)
+    assert {d.task.name: d.restart for d in kinds(job.at(11.0), sv.Start)} == \
+        {"chief-0": 1, "worker-0": 1, "worker-1": 1}
+    job.up(12.0)
+    job.at(20.0, sv.Exited("chief-0", 1))  # the backoff doubles with the group's restarts
+    assert "start again in 2.0s" in job.said()
+    job.at(22.0)
+    job.up(23.0)
+    job.at(30.0, sv.Exited("worker-0", 1))
+    assert kinds(job.decisions, sv.End) == [sv.End(1)]
+    assert "already started again 2 time(s); giving up" in job.said()
+
+
+def test_a_scale_stops_the_group_and_starts_it_again_with_the_new_workers_counting_no_restart():
+    job = Job(SYNC_TASKS[:3], workers=2, policy=SYNC).up()
+    job.at(10.0, sv.ScaleTo(3))
+    assert [d.task.name for d in kinds(job.decisions, sv.Stop)] == ["chief-0", "worker-0", "worker-1"]
+    assert job.state.target_workers == 3
+    # Started again in the same turn, after the stops (the launcher carries a turn's decisions out in order).
+    assert isinstance(job.decisions[-1], sv.Start)
+    started = kinds(job.decisions, sv.Start)
+    assert {d.task.name: d.restart for d in started} == {"chief-0": 0, "worker-0": 0, "worker-1": 0, "worker-2": 0}
+    job.up(11.0)
+    job.at(20.0, sv.ScaleTo(1))
+    assert [d.task.name for d in kinds(job.decisions, sv.Stop)] == ["chief-0", "worker-0", "worker-1", "worker-2"]
+    assert {d.task.name for d in kinds(job.decisions, sv.Start)} == {"chief-0", "worker-0"}
+    assert job.states()["worker-2"] is sv.State.RETIRED and job.states()["worker-1"] is sv.State.RETIRED
+    job.at(21.0, sv.ScaleTo(1))
+    assert not kinds(job.decisions, sv.Stop)  # the group has that many already
+
+
+def test_a_synchronous_stop_ends_the_chief_alone_first():
+    assert sv.stop_order(["worker-0", "chief-0", "worker-1"], synchronous=True) == \
+        [["chief-0"], ["worker-0", "worker-1"]]
+    assert sv.stop_order(["worker-0", "chief-0", "ps-0"]) == [["worker-0", "chief-0"], ["ps-0"]]

@@ -1,6 +1,6 @@
-"""`elastimator launch`: a parameter-server job as local processes, supervised.
+"""`elastimator launch`: a parameter-server or synchronous job as local processes, supervised.
 
-The launcher starts ps, chief, workers and (optionally) an evaluator, each an
+The launcher starts ps (none for a synchronous job), chief, workers and (optionally) an evaluator, each an
 `elastimator run` process with its own TF_CONFIG, streams their output with a
 role prefix (and into `<model_dir>/logs/<task>.log`), and supervises them:
 
@@ -14,6 +14,10 @@ role prefix (and into `<model_dir>/logs/<task>.log`), and supervises them:
   since it would fail the same way again: the job ends with its message.
 * workers can be added or removed at run time (`scale`, or a request file that
   `elastimator scale MODEL_DIR --workers K` writes); the other tasks go on.
+* a synchronous job (`synchronous`: strategy 'multi_worker_mirrored') trains as one
+  group: a trainer's death restarts the chief and every worker from the newest
+  checkpoint, and a scale restarts them from the checkpoint the chief saves as it
+  stops (supervision.py says how).
 * when the chief has finished, the launcher waits (bounded) for the workers
   and the evaluator, then stops the parameter servers and returns the job's
   exit code. `stop()` (Ctrl-C) ends every child; none is left behind.
@@ -52,7 +56,8 @@ class LaunchSpec:
     conf: str
     """The job conf, as `elastimator run` takes it."""
     model_dir: str
-    ps: int = 1
+    ps: int | None = None
+    """Parameter servers: 1 by default, none for a synchronous job."""
     workers: int = 1
     max_workers: int | None = None
     """Worker slots for scaling up at run time (default: `workers`)."""
@@ -71,14 +76,22 @@ class LaunchSpec:
     host: str = "127.0.0.1"
     autoscale: autoscale.ScalingLimits | None = None
     autoscale_every_secs: float = 30.0
+    synchronous: bool = False
+    """The chief and workers all-reduce (the conf's strategy 'multi_worker_mirrored'): no ps (`ps` must be 0), and
+    the group restarts as one."""
     network: str = "auto"
     """private_network.MODES: "auto" runs the job's processes in a loopback-only network namespace where the
     machine allows it, so their TensorFlow servers (which listen on every interface) are unreachable from other
     hosts."""
 
     def __post_init__(self):
+        if self.ps is None:
+            object.__setattr__(self, "ps", 0 if self.synchronous else 1)
         if self.workers < 0:
             raise ClusterError(f"--workers must be 0 or more; got {self.workers}.")
+        if self.synchronous and self.autoscale is not None:
+            raise ClusterError("--autoscale measures the parameter servers' load, and a synchronous job (strategy "
+                               "'multi_worker_mirrored') has none; scale it with `elastimator scale` instead.")
         if self.max_workers is not None and self.max_workers < self.workers:
             raise ClusterError(f"--max-workers ({self.max_workers}) must be at least --workers ({self.workers}).")
 
@@ -166,11 +179,13 @@ class Launcher:
         """`spawn(command, env)` starts a task's process and `probe(address)` tells whether its server listens;
         both default to the real thing, and tests pass fakes (with a fake `clock` and a short `turn_secs`)."""
         self.spec = spec
-        self.plan = ClusterPlan.allocate(spec.ps, spec.worker_slots, spec.host, spec.base_port)
+        self.plan = ClusterPlan.allocate(spec.ps, spec.worker_slots, spec.host, spec.base_port,
+                                         synchronous=spec.synchronous)
         self.logs_dir = os.path.join(spec.model_dir, "logs")
         self.policy = supervision.Policy(
             max_restarts=spec.max_restarts, backoff_secs=spec.backoff_secs, start_timeout_secs=spec.start_timeout_secs,
-            finish_timeout_secs=spec.finish_timeout_secs, worker_slots=self.plan.max_workers, logs_dir=self.logs_dir)
+            finish_timeout_secs=spec.finish_timeout_secs, worker_slots=self.plan.max_workers, logs_dir=self.logs_dir,
+            synchronous=spec.synchronous)
         self._out = out if out is not None else sys.stdout
         self._out_lock = threading.Lock()
         self._clock = clock
@@ -238,14 +253,15 @@ class Launcher:
         SIGKILL after `grace_secs`."""
         self._stopping.set()
         live = [name for name, process in self._processes.items() if process.poll() is None]
-        for group in supervision.stop_order(live):
+        for group in supervision.stop_order(live, synchronous=self.spec.synchronous):
             _terminate([self._processes[name] for name in group], grace_secs)
         self._write_state(running=False)
 
     # --- the loop ----------------------------------------------------------------------------
 
     def _supervise(self) -> int:
-        self._say("launcher", f"{self.spec.ps} ps, chief, {self.spec.workers} worker(s) of {self.plan.max_workers} "
+        servers = "synchronous (no ps)" if self.spec.synchronous else f"{self.spec.ps} ps"
+        self._say("launcher", f"{servers}, chief, {self.spec.workers} worker(s) of {self.plan.max_workers} "
                               f"slot(s){', evaluator' if self.spec.evaluator else ''}; logs in {self.logs_dir}")
         tasks = [Task("ps", i) for i in range(self.spec.ps)] + [Task("chief")]
         tasks += [Task("worker", i) for i in range(self.spec.workers)]
@@ -326,7 +342,8 @@ class Launcher:
         return os.path.join(self.logs_dir, f"{name}.progress.json")
 
     def _env(self, task: Task) -> dict[str, str]:
-        return dict(os.environ, TF_CONFIG=json.dumps(self.plan.tf_config(task)), PYTHONUNBUFFERED="1",
+        workers = self._job.target_workers if self._job is not None else self.spec.workers
+        return dict(os.environ, TF_CONFIG=json.dumps(self.plan.tf_config(task, workers)), PYTHONUNBUFFERED="1",
                     ELASTIMATOR_TRACEBACKS="1", ELASTIMATOR_SHARD_SERVICE=self.plan.shard_service,
                     ELASTIMATOR_JOB_TOKEN=self.plan.token,
                     ELASTIMATOR_WORKER_TIMEOUT_SECS=str(self.spec.worker_timeout_secs),

@@ -63,14 +63,22 @@ class ClusterPlan:
     shard_service: str
     token: str
 
+    synchronous: bool = False
+    """The chief and workers all-reduce (MultiWorkerMirroredStrategy): no ps, and each TF_CONFIG names only the
+    workers that run (a collective waits for every task it names)."""
+
     @classmethod
-    def allocate(cls, ps: int, max_workers: int, host: str = "127.0.0.1", base_port: int | None = None) -> "ClusterPlan":
+    def allocate(cls, ps: int, max_workers: int, host: str = "127.0.0.1", base_port: int | None = None,
+                 synchronous: bool = False) -> "ClusterPlan":
         """Picks free ports (or consecutive ports from `base_port`, which must all be free).
 
         Raises:
             ClusterError: for counts out of range, or a port of `base_port`'s range in use.
         """
-        if ps < 1:
+        if synchronous and ps:
+            raise ClusterError(f"a synchronous job (strategy 'multi_worker_mirrored') all-reduces among its chief "
+                               f"and workers and has no parameter servers; got --ps {ps}. Leave --ps out.")
+        if ps < 1 and not synchronous:
             raise ClusterError(f"a parameter-server job needs at least 1 ps; got --ps {ps}.")
         if max_workers < 0:
             raise ClusterError(f"max_workers must be 0 or more; got {max_workers}.")
@@ -86,7 +94,7 @@ class ClusterPlan:
                     f"from {base_port}. Pick another --base-port, or leave it out to use any free ports.")
         addresses = [f"{host}:{p}" for p in ports]
         return cls(ps=tuple(addresses[:ps]), chief=addresses[ps], worker_slots=tuple(addresses[ps + 1:-1]),
-                   shard_service=addresses[-1], token=secrets.token_hex(16))
+                   shard_service=addresses[-1], token=secrets.token_hex(16), synchronous=synchronous)
 
     @property
     def max_workers(self) -> int:
@@ -102,15 +110,19 @@ class ClusterPlan:
             return self.worker_slots[task.index]
         return None
 
-    def tf_config(self, task: Task) -> dict[str, Any]:
+    def tf_config(self, task: Task, workers: int | None = None) -> dict[str, Any]:
+        """The TF_CONFIG of `task`. A parameter-server job's names every worker slot; a synchronous job's the
+        first `workers` (default: every slot), the workers that run."""
         if task.role not in ROLES:
             raise ClusterError(f"unknown role {task.role!r}; expected one of {list(ROLES)}.")
         if task.role == "worker" and not 0 <= task.index < self.max_workers:
             raise ClusterError(f"worker {task.index} is outside this job's {self.max_workers} worker slot(s); "
                                "launch the job with a larger --max-workers to scale that far.")
-        cluster: dict[str, list[str]] = {"ps": list(self.ps), "chief": [self.chief]}
-        if self.worker_slots:
-            cluster["worker"] = list(self.worker_slots)
+        named = self.worker_slots[:workers] if self.synchronous and workers is not None else self.worker_slots
+        cluster: dict[str, list[str]] = {"chief": [self.chief]} if self.synchronous else \
+            {"ps": list(self.ps), "chief": [self.chief]}
+        if named:
+            cluster["worker"] = list(named)
         return {"cluster": cluster, "task": {"type": task.role, "index": task.index}}
 
 

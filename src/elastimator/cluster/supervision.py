@@ -24,6 +24,15 @@ The rules:
   stopped, the others and the evaluator get `finish_timeout_secs`, then the
   parameter servers are stopped and the job ends (1 if the evaluator failed);
 * a stop request (Ctrl-C, SIGTERM) ends the job with 130.
+
+A synchronous job (`Policy.synchronous`: the chief and workers all-reduce, MultiWorkerMirroredStrategy) trains
+as one group, which cannot go on without any of its members:
+
+* a trainer that dies takes the group down: the others are stopped (the chief first) and the whole group starts
+  again after the backoff, from the newest checkpoint (the chief's shard service rewinds to its seal); the
+  group's restarts count against `max_restarts`, and a group out of restarts ends the job;
+* a scale request stops the group (the chief first, which saves a checkpoint as it stops) and starts it again
+  with the new number of workers, each TF_CONFIG naming them: the job goes on from that checkpoint.
 """
 
 from __future__ import annotations
@@ -79,6 +88,11 @@ class Job:
     def alive_workers(self) -> int:
         return sum(1 for c in self.children.values() if c.task.role == "worker" and c.state.alive)
 
+    def group_restarts(self) -> int:
+        """How often a synchronous job's group was started again after a failure (the chief's count)."""
+        chief = self.children.get(Task("chief").name)
+        return chief.restarts if chief is not None else 0
+
 
 @dataclasses.dataclass(frozen=True)
 class Policy:
@@ -89,6 +103,8 @@ class Policy:
     worker_slots: int = 1
     logs_dir: str = "logs"
     """Named in messages, so that a failure points at the task's log."""
+    synchronous: bool = False
+    """The chief and workers train as one group (see the module doc)."""
 
 
 # --- events: what the shell saw ----------------------------------------------------------------------
@@ -190,11 +206,16 @@ def scale_refused(workers: int, worker_slots: int) -> str | None:
     return None
 
 
-def stop_order(names: Sequence[str]) -> list[list[str]]:
+def stop_order(names: Sequence[str], synchronous: bool = False) -> list[list[str]]:
     """The tasks to end, in the order to end them: the trainers first, whose last step and checkpoint need the
-    parameter servers, then the parameter servers."""
+    parameter servers, then the parameter servers. In a synchronous job the chief goes first, alone: it stops
+    after a step every worker took part in and saves it, where the workers stopped at the same time could
+    leave it waiting in a step for one that stopped before it."""
     trainers = [name for name in names if not name.startswith("ps-")]
     servers = [name for name in names if name.startswith("ps-")]
+    if synchronous:
+        chief = [name for name in trainers if name.startswith("chief-")]
+        return [group for group in (chief, [n for n in trainers if n not in chief], servers) if group]
     return [group for group in (trainers, servers) if group]
 
 
@@ -283,6 +304,8 @@ class _Turn:
             return
         self._record("scale", None, workers=workers, before=self.target)
         self._say(f"scaling to {workers} worker(s) (from {self.target})")
+        if self.policy.synchronous:
+            return None if workers == self.target else self._regroup(workers)
         self.target = workers
         for index in range(self.policy.worker_slots):
             task = Task("worker", index)
@@ -321,6 +344,8 @@ class _Turn:
             self._say(f"{name} failed in a way a restart would repeat, so the job ends here: "
                       f"{event.last_error or 'see its log'} (log: {self._log(name)})")
             self._end(1)
+        elif self.policy.synchronous and role in ("chief", "worker"):
+            self._group_failed(child, code)
         elif child.restarts >= self.policy.max_restarts and role == "worker":
             self._set(name, state=State.FINISHED)
             self._say(f"{name} failed {child.restarts + 1} times; leaving its slot empty")
@@ -335,6 +360,56 @@ class _Turn:
             self._record("restart", name, code=code, delay_secs=delay)
             self._say(f"{name} exited with code {code}; restarting it in {delay:.1f}s "
                       f"(restart {child.restarts} of {self.policy.max_restarts})")
+
+    # --- a synchronous group -----------------------------------------------------------------------------
+
+    def _trainers(self) -> list[Child]:
+        """The group's members that run or are to run (the chief and the first `target` workers), chief first."""
+        return [c for c in self.children.values()
+                if c.task.role == "chief" or (c.task.role == "worker" and c.task.index < self.target)]
+
+    def _stop_group(self, but: str | None = None) -> None:
+        """Stops every live member (but `but`, which has exited), the chief first (stop_order)."""
+        live = [c.task.name for c in self._trainers() if c.state.alive and c.task.name != but]
+        for group in stop_order(live, synchronous=True):
+            for name in group:
+                self.decisions.append(Stop(self.children[name].task, return_shards=False))
+
+    def _group_failed(self, child: Child, code: int) -> None:
+        restarts = max(c.restarts for c in self._trainers())
+        if restarts >= self.policy.max_restarts:
+            self._set(child.task.name, state=State.FAILED)
+            self._say(f"{child.task.name} exited with code {code}, and the group of chief and workers was already "
+                      f"started again {restarts} time(s); giving up. See {self._log(child.task.name)}.")
+            return self._end(1)
+        delay = self.policy.backoff_secs * 2 ** restarts
+        self._stop_group(but=child.task.name)
+        for member in self._trainers():
+            self._set(member.task.name, state=State.RESTARTING, restarts=restarts + 1, restart_at=self.now + delay)
+        self._record("restart", child.task.name, code=code, delay_secs=delay, group=True)
+        self._say(f"{child.task.name} exited with code {code}; a synchronous step needs every worker, so the chief "
+                  f"and workers start again in {delay:.1f}s from the newest checkpoint "
+                  f"(restart {restarts + 1} of {self.policy.max_restarts})")
+        return None
+
+    def _regroup(self, workers: int) -> None:
+        """Stops the group and starts it again with `workers` workers, from the checkpoint the chief saves as it
+        stops. Restart counts stay: this is no failure."""
+        if self.chief_done_at is not None:
+            self.target = workers
+            return
+        self._stop_group()
+        for child in self._trainers():
+            if child.task.role == "worker" and child.task.index >= workers:
+                self._set(child.task.name, state=State.RETIRED, restart_at=None)
+        self.target = workers
+        for index in range(workers):
+            task = Task("worker", index)
+            if task.name not in self.children:
+                self.children[task.name] = _started(task, self.now, restarts=0)
+        for child in self._trainers():
+            self._set(child.task.name, state=State.RESTARTING, restart_at=self.now)
+        return None
 
     # --- time ------------------------------------------------------------------------------------------
 

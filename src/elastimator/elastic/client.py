@@ -311,7 +311,9 @@ class ShardClient:
             return Assigned(reply["shard_id"], reply["epoch"], reply["start"], reply["end"], reply["lease"])
         if reply["decision"] == "failed":
             return Failed(reply["message"])
-        return {"wait": Wait, "drained": Drained}.get(reply["decision"], Finished)()
+        if reply["decision"] == "wait":
+            return Wait(opening=bool(reply.get("opening")))
+        return Drained() if reply["decision"] == "drained" else Finished()
 
     def bad_records(self, dataset: str, records: list[tuple[str, str]], limit: int) -> tuple[int, str | None]:
         """Adds malformed records (where, why) to the job-wide count; returns it, and why the data set failed

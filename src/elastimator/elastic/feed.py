@@ -47,6 +47,7 @@ from elastimator.elastic.shards import (
     LeaseTakenBackError,
     ShardBook,
     ShardServiceError,
+    Wait,
 )
 from elastimator.errors import ReaderError
 from elastimator.estimator import CheckpointDir, StepHook, TrainingStep
@@ -121,11 +122,15 @@ class ShardFeed:
         dataset: The data set as the service should shard it.
         wait_timeout_secs: How long to wait while all shards are out (then ReaderError).
         heartbeat_secs: How often to tell the service this process is alive.
+        synchronous: The workers train in lockstep (MultiWorkerMirroredStrategy): when every remaining shard is
+            another worker's, this process's input ends instead of waiting, since those workers cannot finish
+            theirs without it stepping along (it trains its last batch again meanwhile, graph/uneven_ends.py).
     """
 
     def __init__(self, client: ShardClient, dataset: ShardingSpec, wait_timeout_secs: float = 600.0,
-                 heartbeat_secs: float = 1.0):
+                 heartbeat_secs: float = 1.0, synchronous: bool = False):
         self.client = client
+        self.synchronous = synchronous
         self.dataset = dataset
         self._wait_timeout = wait_timeout_secs
         self._heartbeat_secs = heartbeat_secs
@@ -203,6 +208,10 @@ class ShardFeed:
             if isinstance(decision, Drained):
                 logger.info("The last shards of %s are %s's own; its input ends once they are trained.",
                             self.dataset.name, self.client.worker)
+                return
+            if isinstance(decision, Wait) and self.synchronous and not decision.opening:
+                logger.info("The remaining shards of %s are other workers'; %s's input ends, and it steps along "
+                            "with them until theirs end.", self.dataset.name, self.client.worker)
                 return
             if not isinstance(decision, Assigned):
                 now = time.monotonic()

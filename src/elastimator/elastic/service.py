@@ -256,7 +256,7 @@ class ShardService:
             if self.book.leased(dataset, worker, shard["shard_id"], shard["lease"]):
                 return dict(shard)
         if not self._handing_out:
-            return {"decision": "wait"}
+            return {"decision": "wait", "opening": True}
         decision = self.book.request(dataset, worker)
         if isinstance(decision, Assigned):
             reply = {"decision": "assigned", **dataclasses.asdict(decision)}

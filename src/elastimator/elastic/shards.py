@@ -140,6 +140,10 @@ class Assigned:
 class Wait:
     """Every shard is out, but other workers may still give some back: ask again later."""
 
+    opening: bool = False
+    """The service hands out nothing yet: it resumed from a seal and waits for the chief to restore the
+    checkpoint. Shards will come, whatever the other workers hold."""
+
 
 @dataclasses.dataclass(frozen=True)
 class Drained:

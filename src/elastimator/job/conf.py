@@ -69,7 +69,7 @@ class ExporterConf:
                             exports_to_keep=self.exports_to_keep)
 
 
-STRATEGIES = ("parameter_server", "mirrored")
+STRATEGIES = ("parameter_server", "mirrored", "multi_worker_mirrored")
 """The conf's `strategy` values."""
 
 
@@ -121,8 +121,9 @@ class JobConf:
     """Seed for the graph and Keras initializers."""
     strategy: str = "parameter_server"
     """How the job trains on several devices: "parameter_server" (one replica per process; a cluster shares
-    variables on parameter servers) or "mirrored" (one process, a replica on every local GPU, or the CPU; the
-    data sets' batch size is per replica)."""
+    variables on parameter servers), "mirrored" (one process, a replica on every local GPU, or the CPU; the
+    data sets' batch size is per replica) or "multi_worker_mirrored" (synchronous: the chief and every worker
+    train a replica each and all-reduce their gradients; no parameter servers)."""
     name: str = "job"
     """The conf's name (set by load_conf)."""
     user_keys: tuple[str, ...] = ()

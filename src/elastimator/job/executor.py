@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import logging
 import os
 from typing import Any, Mapping, Sequence
@@ -70,14 +71,43 @@ def run_config(conf: JobConf, tf_config: Mapping | None = None) -> RunConfig:
         **({"save_checkpoints_secs": conf.save_secs} if conf.save_secs else {}),
         tf_config=tf_config,
     )
-    if conf.strategy != "mirrored":
+    if conf.strategy == "parameter_server":
         return config
+    if conf.strategy == "multi_worker_mirrored":
+        return _multi_worker(conf, config, tf_config)
     if config.cluster.is_distributed:
         raise ConfError(f"conf {conf.name}: strategy 'mirrored' trains in one process, on its devices, but this "
                         "process is one task of a cluster (TF_CONFIG). Run it alone (`elastimator run`), or set "
-                        "strategy 'parameter_server' for a cluster.")
+                        "strategy 'multi_worker_mirrored' or 'parameter_server' for a cluster.")
     strategy = tf.distribute.MirroredStrategy()  # every local GPU, or the CPU
     return config.replace(train_distribute=strategy, eval_distribute=strategy)
+
+
+def _multi_worker(conf: JobConf, config: RunConfig, tf_config: Mapping | None) -> RunConfig:
+    """The RunConfig of one task of a synchronous job: the chief and workers all-reduce (the strategy joins them
+    through TF_CONFIG's cluster, which has no "ps"); an evaluator evaluates alone, on one device."""
+    if config.task_type == TaskType.EVALUATOR:
+        return config
+    described = tf_config if tf_config is not None else _env_tf_config()
+    if TaskType.PS in described.get("cluster", {}):
+        raise ConfError(f"conf {conf.name}: strategy 'multi_worker_mirrored' all-reduces among the chief and "
+                        "workers and has no parameter servers, but TF_CONFIG's cluster lists \"ps\" tasks. Launch "
+                        "it without them (`elastimator launch` does, for this strategy), or set strategy "
+                        "'parameter_server'.")
+    resolver = None
+    if tf_config is not None and described.get("cluster"):  # this cluster, not the environment's
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
+            tf.train.ClusterSpec(described["cluster"]), task_type=config.task_type, task_id=config.task_id,
+            rpc_layer="grpc")
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+    return config.replace(train_distribute=strategy)
+
+
+def _env_tf_config() -> dict:
+    try:
+        return json.loads(os.environ.get("TF_CONFIG") or "{}")
+    except ValueError:
+        return {}  # RunConfig has said what is wrong with it
 
 
 def build_estimator(conf: JobConf, config: RunConfig) -> Estimator:
@@ -157,7 +187,7 @@ def _elastic(conf: JobConf, config: RunConfig, service: ServiceConfig) -> _Elast
         client = ShardClient(service.address, service.token, worker=worker)
     dataset = ShardingSpec(name=spec.name, size=spec.reader.data_nums, shard_size=spec.shard_size or 10 * spec.batch_size,
                           epochs=spec.epoch or 1_000_000, shuffle=spec.shuffle, seed=conf.tf_random_seed or 0)
-    feed = ShardFeed(client, dataset).start()
+    feed = ShardFeed(client, dataset, synchronous=conf.strategy == "multi_worker_mirrored").start()
     hooks: list = [ShardReportHook.step_hook(feed)]
     listeners: list = []
     if config.is_chief:
@@ -211,7 +241,7 @@ def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: b
         if conf.strategy == "mirrored":
             raise ConfError(f"conf {conf.name}: strategy 'mirrored' reads its data whole in one process; the shard "
                             "service (ELASTIMATOR_SHARD_SERVICE) shards it over processes. Unset it, or set strategy "
-                            "'parameter_server'.")
+                            "'multi_worker_mirrored' or 'parameter_server'.")
         elastic = _elastic(conf, config, service)
     train = ShardedInput(conf.train_set, elastic.feed) if elastic else DataSetInput(conf.train_set)
     evaluation = DataSetInput(conf.eval_set) if conf.eval_set is not None else None

@@ -38,12 +38,13 @@ import tensorflow as tf
 from tensorflow.python.distribute import cross_device_ops as cross_device_ops_lib  # pylint: disable=no-name-in-module
 from tensorflow.python.distribute import mirrored_strategy  # pylint: disable=no-name-in-module
 
-from elastimator.errors import InputFnError, ModelFnError
+from elastimator.errors import ConfigError, InputFnError, ModelFnError
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.run_config import RunConfig
 from elastimator.estimator.contract.spec import EstimatorSpec
-from elastimator.estimator.graph import calls, fused_updates
+from elastimator.estimator.graph import calls, fused_updates, uneven_ends
 from elastimator.estimator.graph.model_graph import ModelGraph, metrics_with_loss, seeded
+from elastimator.estimator.step.training_step import StepInput
 
 
 def replicas_of(strategy: Any) -> int:
@@ -86,23 +87,37 @@ def build(*, model_fn: Callable, params: dict | None, config: RunConfig, mode: s
     with seeded(config.tf_random_seed), strategy.scope(), \
             strategy._scale_loss_for_estimator_enabled():  # pylint: disable=protected-access  (2.15's switch)
         global_step = tf.compat.v1.train.get_or_create_global_step()
+        several = in_several_processes(strategy)
         iterator = strategy.make_input_fn_iterator(
-            lambda context: _dataset(input_fn, mode, params or {}, config, context, strategy))
-        features, labels = calls.split(iterator.get_next(), input_fn)
+            lambda context: _dataset(input_fn, mode, params or {}, config, context, strategy, padded=several))
+        element, step_outputs = iterator.get_next(), {}
+        if several:
+            element, is_real = element
+            before_model = [uneven_ends.every_worker_ended(is_real, strategy)]
+        else:
+            before_model = []
+        if isinstance(element, StepInput):
+            step_outputs = {name: _local(name, value, strategy) for name, value in element.step_outputs.items()}
+            element = (element.features, element.labels)
+        features, labels = calls.split(element, input_fn)
         specs: dict[int, EstimatorSpec] = {}
         lock = threading.Lock()
 
         @tf.autograph.experimental.do_not_convert
         def replica_fn(replica_features, replica_labels):
+            with tf.control_dependencies(before_model):  # every worker's input ended: no replica trains
+                replica_features, replica_labels = tf.nest.map_structure(
+                    tf.identity, (replica_features, replica_labels))
             # The fused-update swap is seen only in the thread that enters it: each replica's thread enters it.
             with fused_updates.fused_sparse_adam(config.fuse_sparse_updates):
                 spec = calls.call_model_fn(model_fn, replica_features, replica_labels, mode, params, config)
             replica = tf.get_static_value(tf.distribute.get_replica_context().replica_id_in_sync_group)
             with lock:
                 specs[int(replica)] = spec
+            loss = uneven_ends.unless_empty(spec.loss, replica_features) if several else spec.loss
             if mode == ModeKeys.TRAIN:
-                return spec.loss, spec.train_op
-            return spec.loss, metrics_with_loss(spec)
+                return loss, spec.train_op
+            return loss, metrics_with_loss(spec)
 
         losses, results = strategy.extended.call_for_each_replica(replica_fn, args=(features, labels))
         if mode == ModeKeys.EVAL:
@@ -125,7 +140,8 @@ def build(*, model_fn: Callable, params: dict | None, config: RunConfig, mode: s
     if mode == ModeKeys.TRAIN:
         tf.compat.v1.summary.scalar("loss", loss)
     return ModelGraph(spec=spec, global_step=global_step, features=features, labels=labels,
-                      input_hooks=(calls.DatasetInitializerHook(iterator),), replicas=replicas_of(strategy))
+                      input_hooks=(calls.DatasetInitializerHook(iterator),), replicas=replicas_of(strategy),
+                      step_outputs=step_outputs)
 
 
 def _aggregated(name: str, value: Any, strategy: Any) -> tf.Tensor:
@@ -151,11 +167,23 @@ def _for_sessions(strategy: Any) -> Any:
 
 
 def _dataset(input_fn: Callable, mode: str, params: dict, config: RunConfig, context: tf.distribute.InputContext,
-             strategy: Any) -> tf.data.Dataset:
+             strategy: Any, padded: bool) -> tf.data.Dataset:
     result = calls.input_fn_result(input_fn, mode, params, config, input_context=context)
     if not isinstance(result, tf.data.Dataset):
         raise InputFnError(
             f"input_fn returned {type(result).__name__}; with a {type(strategy).__name__} over "
             f"{strategy.num_replicas_in_sync} replicas it must return a tf.data.Dataset, whose batches each "
             "replica takes in turn (batch it by the batch size per replica).")
-    return result
+    return uneven_ends.padded(result) if padded else result
+
+
+def _local(name: str, value: Any, strategy: Any) -> tf.Tensor:
+    """A step output of this process's one replica (the shard tag of the batch it trains)."""
+    values = strategy.experimental_local_results(value)
+    if len(values) != 1:
+        raise ConfigError(
+            f"the input declares the step output {name!r} (the shard service's batch tag), which a hook reports "
+            f"per batch, and this process trains {len(values)} replicas of {type(strategy).__name__}; with the "
+            "shard service each process trains one replica. Give each worker one device (CUDA_VISIBLE_DEVICES), "
+            "or read the data without the shard service.")
+    return values[0]

@@ -187,15 +187,23 @@ def train(
                     except tf.errors.InvalidArgumentError as e:
                         if not training_step.is_withdrawn(e):
                             raise
+                        if several_processes:
+                            raise ClusterError(
+                                f"{config.task_type} {config.task_id}: the shard service took back the shard of "
+                                "this process's batch (it was silent too long, or the job rewound), and a replica "
+                                "of a synchronous strategy cannot skip a step the others take. Start every worker "
+                                f"again: each resumes from the newest checkpoint in {model_dir}.") from e
                         logger.info("The input withdrew a batch before its step wrote anything; going on with "
                                     "the next.")
         except (tf.errors.CancelledError, tf.errors.UnavailableError, tf.errors.AbortedError) as e:
-            if peers is None or peers.gone is None:
+            if peers is None:
                 raise
+            gone = f"{peers.gone} stopped answering" if peers.gone is not None else \
+                f"a worker of the all-reduce went away ({(e.message or '').splitlines()[0]})"
             raise ClusterError(
-                f"{config.task_type} {config.task_id}: {peers.gone} stopped answering, and a step of a strategy "
-                f"over several processes (MultiWorkerMirroredStrategy) needs every worker. Start every worker "
-                f"again: each resumes from the newest checkpoint in {model_dir}.") from e
+                f"{config.task_type} {config.task_id}: {gone}, and a step of a strategy over several processes "
+                f"(MultiWorkerMirroredStrategy) needs every worker. Start every worker again: each resumes from "
+                f"the newest checkpoint in {model_dir}.") from e
         finally:
             stop_on_signal.close()
         stop_on_signal.deliver()  # Ctrl-C / SIGTERM: the checkpoint is saved; now stop as the signal asked

@@ -1,0 +1,128 @@
+"""`elastimator launch` of a synchronous job (strategy 'multi_worker_mirrored'): the counting job as a chief and
+workers that all-reduce, with no parameter server; a worker killed mid-job, and a scale from 2 to 3 trainers.
+
+The counting model counts each record's trainings (tests/integration/counting_conf.py, COUNT_SYNC=1). What the
+tests hold the job to:
+
+* no record lost: every record trained at least once per epoch;
+* bounded replay: a failure replays what the group trained since the newest checkpoint (at most `save_steps`
+  steps of every trainer's batch) and the one batch per trainer its seal may not know of; at the end of the job
+  a worker whose input ended first trains its last batch again while the others finish their shards (at most a
+  shard per trainer).
+"""
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from elastimator.cluster.launcher import Launcher, LaunchSpec
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CONF = os.path.join(ROOT, "tests", "integration", "counting_conf.py") + ":CountingConf"
+RECORDS, EPOCHS, BATCH, SHARD = 2000, 2, 10, 50
+SAVE_STEPS = 40
+"""The counting conf's save_steps."""
+
+
+class Console(list):
+    def write(self, text):
+        self.append(text)
+
+    def flush(self):
+        pass
+
+
+@pytest.fixture
+def job(tmp_path, monkeypatch):
+    data = tmp_path / "ids.csv"
+    data.write_text("".join(f"{i},{i % 2}\n" for i in range(RECORDS)))
+    for name, value in {"COUNT_SYNC": "1", "COUNT_DATA": str(data), "COUNT_RECORDS": str(RECORDS),
+                        "COUNT_MODEL_DIR": str(tmp_path / "model"), "COUNT_STEP_SECS": "0.08",
+                        "PYTHONPATH": ROOT, "TF_CPP_MIN_LOG_LEVEL": "2"}.items():
+        monkeypatch.setenv(name, value)
+    return tmp_path / "model"
+
+
+def _run(launcher: Launcher) -> tuple[threading.Thread, dict]:
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.setdefault("code", launcher.run()))
+    thread.start()
+    return thread, result
+
+
+def _wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def _checkpoint_steps(model_dir) -> list[int]:
+    return sorted(int(name[len("model.ckpt-"):-len(".index")]) for name in os.listdir(model_dir)
+                  if name.startswith("model.ckpt-") and name.endswith(".index"))
+
+
+def _replays(model_dir) -> np.ndarray:
+    counts = tf.train.load_variable(tf.train.latest_checkpoint(str(model_dir)), "counts")
+    assert counts.min() >= EPOCHS, f"records lost: {np.flatnonzero(counts < EPOCHS)[:20]}"
+    return int(counts.sum() - EPOCHS * RECORDS)
+
+
+def test_a_killed_worker_restarts_the_group_from_the_newest_checkpoint_and_loses_no_record(job):
+    spec = LaunchSpec(CONF, str(job), workers=2, synchronous=True, backoff_secs=0.5, network="host")
+    console = Console()
+    launcher = Launcher(spec, out=console)
+    thread, result = _run(launcher)
+    try:
+        _wait_for(lambda: os.path.isdir(job) and [s for s in _checkpoint_steps(job) if s >= SAVE_STEPS]
+                  or not thread.is_alive(), 300, f"the checkpoint of step {SAVE_STEPS}")
+        victim = next(e["pid"] for e in launcher.events if e["event"] == "start" and e["task"] == "worker-1")
+        os.kill(victim, signal.SIGKILL)
+    finally:
+        thread.join(timeout=400)
+    output = "".join(console[-80:])
+    assert not thread.is_alive() and result["code"] == 0, output
+    restarts = [e for e in launcher.events if e["event"] == "restart"]
+    assert [(e["task"], e["group"]) for e in restarts] == [("worker-1", True)], output
+    # Every trainer started twice: the group, and the group again.
+    starts = [e["task"] for e in launcher.events if e["event"] == "start"]
+    assert sorted(starts) == ["chief-0"] * 2 + ["worker-0"] * 2 + ["worker-1"] * 2, output
+    assert "a synchronous step needs every worker, so the chief and workers start again" in output
+    trainers = 3
+    bound = (SAVE_STEPS + 1) * trainers * BATCH + trainers * SHARD
+    replays = _replays(job)
+    print(f"{replays} records replayed (bound {bound})")
+    assert replays <= bound, output
+
+
+def test_a_scale_from_two_to_three_trainers_goes_on_from_the_checkpoint_the_chief_saves(job):
+    spec = LaunchSpec(CONF, str(job), workers=1, max_workers=2, synchronous=True, network="host")
+    console = Console()
+    launcher = Launcher(spec, out=console)
+    thread, result = _run(launcher)
+    try:
+        _wait_for(lambda: [e for e in launcher.events if e["event"] == "first_step" and e["task"] == "worker-0"]
+                  or not thread.is_alive(), 300, "worker-0's first step")
+        launcher.scale(2)
+        _wait_for(lambda: [e for e in launcher.events if e["event"] == "first_step" and e["task"] == "worker-1"]
+                  or not thread.is_alive(), 300, "worker-1's first step")
+    finally:
+        thread.join(timeout=400)
+    output = "".join(console[-80:])
+    assert not thread.is_alive() and result["code"] == 0, output
+    assert [e for e in launcher.events if e["event"] == "first_step" and e["task"] == "worker-1"], \
+        f"the job ended before the added worker trained:\n{output}"
+    assert not launcher.restarts(), output  # a scale is no failure
+    assert not [e for e in launcher.events if e["event"] == "restart"], output
+    # The chief saved as it stopped: the group resumed from its last step, and replayed at most a batch per
+    # trainer that its seal did not know of, and the end of the job's filler.
+    bound = 3 * BATCH + 3 * SHARD
+    replays = _replays(job)
+    print(f"{replays} records replayed (bound {bound})")
+    assert replays <= bound, output
