@@ -135,7 +135,8 @@ def _parser() -> argparse.ArgumentParser:
     manifest.add_argument("--image", required=True, help="container image with elastimator and the conf")
     manifest.add_argument("--name", help="job name (default: from the conf's file name)")
     manifest.add_argument("--namespace", default="default")
-    manifest.add_argument("--ps", type=int, default=1)
+    manifest.add_argument("--ps", type=int, default=1,
+                          help="parameter servers (default 1); 0 for a synchronous conf (multi_worker_mirrored)")
     manifest.add_argument("--workers", type=int, default=1)
     manifest.add_argument("--max-workers", type=int, help="worker slots scaling may use (default: --workers)")
     manifest.add_argument("--evaluator", action="store_true")
@@ -352,8 +353,7 @@ def _k8s(args) -> int:
         for created in k8s.submit(k8s.load(args.manifest)):
             print(f"created {created}")
         return 0
-    k8s.scale(args.name, args.workers, args.namespace)
-    print(f"TFJob {args.namespace}/{args.name}: Worker replicas set to {args.workers}")
+    print(k8s.scale(args.name, args.workers, args.namespace))
     return 0
 
 

@@ -163,3 +163,7 @@ def test_a_synchronous_conf_refuses_parameter_servers_and_leaves_its_evaluator_o
     evaluator = {"cluster": {"chief": ["localhost:2222"], "worker": ["localhost:2224"]},
                  "task": {"type": "evaluator", "index": 0}}
     assert run_config(conf, tf_config=evaluator).train_distribute is None
+    without_ps = dict(evaluator, task={"type": "worker", "index": 0})
+    with pytest.raises(ConfError, match="strategy 'parameter_server'.*has workers and no \"ps\" tasks: each worker "
+                                        "would train a model of its own"):
+        run_config(JobConf.from_object(_conf()), tf_config=without_ps)

@@ -3,6 +3,7 @@ submitted and scaled through the official client against a loopback HTTP endpoin
 
 import http.server
 import json
+import urllib.parse
 import threading
 
 import pytest
@@ -86,6 +87,23 @@ class _Recorder(http.server.BaseHTTPRequestHandler):
 
     do_POST = do_PATCH = _answer
 
+    jobs: dict = {}
+
+    def do_GET(self):  # pylint: disable=invalid-name
+        self.requests.append((self.command, self.path, None, None))
+        body = json.dumps(self.jobs[self.path.rsplit("/", 1)[1]]).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_DELETE(self):  # pylint: disable=invalid-name
+        self.requests.append((self.command, self.path, None, None))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"kind": "Status", "apiVersion": "v1", "status": "Success"}')
+
     def log_message(self, *args):
         pass
 
@@ -104,8 +122,10 @@ def test_submit_and_scale_send_what_the_api_expects(api_server):
     secret, policy, tfjob = k8s.manifest(CENSUS)
     assert k8s.submit([secret, policy, tfjob], api_client=api_server) == [
         "Secret default/census-token", "NetworkPolicy default/census-job-only", "TFJob default/census"]
-    k8s.scale("census", 3, api_client=api_server)
-    (m1, p1, _, b1), (mp, pp, _, bp), (m2, p2, _, b2), (m3, p3, t3, b3) = _Recorder.requests
+    _Recorder.jobs = {"census": tfjob}
+    assert k8s.scale("census", 3, api_client=api_server) == "TFJob default/census: 3 worker(s); the others train on"
+    (m1, p1, _, b1), (mp, pp, _, bp), (m2, p2, _, b2), (mg, pg, _, _), (m3, p3, t3, b3) = _Recorder.requests
+    assert (mg, pg) == ("GET", "/apis/kubeflow.org/v1/namespaces/default/tfjobs/census")
     assert (m1, p1) == ("POST", "/api/v1/namespaces/default/secrets")
     assert (mp, pp) == ("POST", "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies") and bp == policy
     assert (m2, p2) == ("POST", "/apis/kubeflow.org/v1/namespaces/default/tfjobs")
@@ -118,6 +138,27 @@ def test_submit_and_scale_send_what_the_api_expects(api_server):
     pod = api_server._ApiClient__deserialize(b2["spec"]["tfReplicaSpecs"]["Worker"]["template"], "V1PodTemplateSpec")
     assert pod.spec.containers[0].name == "tensorflow"
     assert pod.spec.volumes[0].persistent_volume_claim.claim_name == "census-model"
+
+
+def test_a_synchronous_job_has_no_ps_and_scaling_it_starts_its_trainers_again(api_server):
+    spec = k8s.TFJobSpec(name="counting", conf="c.py:Conf", image="i", ps=0, workers=2)
+    _, _, tfjob = k8s.manifest(spec)
+    k8s.check([tfjob])
+    assert set(tfjob["spec"]["tfReplicaSpecs"]) == {"Chief", "Worker"}
+    env = {e["name"] for e in tfjob["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]}
+    assert "ELASTIMATOR_WORKER_SLOTS" not in env  # a collective names only the workers that run
+    with pytest.raises(ClusterError, match="a synchronous job \\(ps=0\\) has no idle worker slots"):
+        k8s.TFJobSpec(name="counting", conf="c.py", image="i", ps=0, workers=2, max_workers=4)
+    _Recorder.jobs = {"counting": tfjob}
+    said = k8s.scale("counting", 3, api_client=api_server)
+    assert said == ("TFJob default/counting: 3 worker(s); its chief and worker pods start again with them, from "
+                    "the checkpoint the chief saves as it stops")
+    (mg, _, _, _), (mp, _, _, patch), (md, pd, _, _) = _Recorder.requests
+    assert (mg, mp, md) == ("GET", "PATCH", "DELETE") and patch == k8s.scale_patch(3)
+    path, query = pd.split("?")
+    assert path == "/api/v1/namespaces/default/pods"
+    assert urllib.parse.parse_qs(query)["labelSelector"] == [
+        "training.kubeflow.org/job-name=counting,training.kubeflow.org/replica-type in (chief,worker)"]
 
 
 def test_an_invalid_manifest_is_never_sent(api_server):

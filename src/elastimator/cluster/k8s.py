@@ -12,6 +12,15 @@ resolves to the pod itself, every port of it. Every worker slot up to
 `max_workers` is named in ELASTIMATOR_WORKER_SLOTS, so the parameter servers
 can reach workers that scaling adds later.
 
+A job with no PS replicas (`ps=0`) is synchronous: its conf says strategy
+'multi_worker_mirrored', the chief and workers all-reduce, and each pod's
+TF_CONFIG, which the operator writes as it creates the pod, names the workers
+there are. A pod that dies takes its peers' steps down with it: they exit
+with a ClusterError, every pod restarts (`OnFailure`) and the group resumes
+from the newest checkpoint. `scale` of such a job sets the Worker replicas and
+deletes the chief and worker pods, which the operator creates again with a
+TF_CONFIG naming the new workers (the chief saves a checkpoint as it stops).
+
 Validation checks the TFJob against the CRD's schema (vendored in
 schemas/tfjob_v1.json) and each pod template against the kubernetes client's
 core/v1 models; `submit` refuses a manifest that fails either.
@@ -64,10 +73,19 @@ class TFJobSpec:
         if not _NAME.match(self.name) or len(self.name) > 40:
             raise ClusterError(f"job name {self.name!r} must be a DNS label of at most 40 characters: lowercase "
                                "letters, digits and '-', starting and ending with a letter or digit.")
-        if self.ps < 1 or self.workers < 0:
-            raise ClusterError(f"need at least 1 ps and 0 or more workers; got ps={self.ps}, workers={self.workers}.")
+        if self.ps < 0 or self.workers < 0:
+            raise ClusterError(f"need 0 or more ps and workers; got ps={self.ps}, workers={self.workers}.")
         if self.max_workers is not None and self.max_workers < self.workers:
             raise ClusterError(f"max_workers ({self.max_workers}) must be at least workers ({self.workers}).")
+        if self.synchronous and self.max_workers not in (None, self.workers):
+            raise ClusterError("a synchronous job (ps=0) has no idle worker slots: each pod's TF_CONFIG names the "
+                               "workers that run, and `elastimator k8s scale` starts the group again with a new "
+                               "count. Leave --max-workers out.")
+
+    @property
+    def synchronous(self) -> bool:
+        """No parameter servers: the chief and workers all-reduce (the conf's strategy 'multi_worker_mirrored')."""
+        return self.ps == 0
 
     @classmethod
     def from_args(cls, args) -> "TFJobSpec":
@@ -90,11 +108,12 @@ def _pod_template(spec: TFJobSpec, role: str) -> dict[str, Any]:
     env: list[dict[str, Any]] = [
         {"name": "ELASTIMATOR_SHARD_SERVICE", "value": spec.service_address("chief", 0, SHARD_PORT)},
         {"name": "ELASTIMATOR_JOB_TOKEN", "valueFrom": {"secretKeyRef": {"name": f"{spec.name}-token", "key": "token"}}},
-        {"name": "ELASTIMATOR_WORKER_SLOTS",
-         "value": json.dumps([spec.service_address("worker", i) for i in range(spec.worker_slots)])},
         {"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"},
         {"name": EVALUATOR_ENV, "value": str(int(spec.evaluator))},
     ]
+    if not spec.synchronous:  # a collective names only the workers that run
+        env.insert(2, {"name": "ELASTIMATOR_WORKER_SLOTS",
+                       "value": json.dumps([spec.service_address("worker", i) for i in range(spec.worker_slots)])})
     ports = [{"name": "tfjob-port", "containerPort": TF_PORT}]
     if role == "chief":
         # Listening beyond loopback is configured here, on purpose: the other pods must reach the service.
@@ -272,9 +291,23 @@ def scale_patch(workers: int) -> dict[str, Any]:
     return {"spec": {"tfReplicaSpecs": {"Worker": {"replicas": workers}}}}
 
 
-def scale(name: str, workers: int, namespace: str = "default", api_client=None) -> None:
-    """Sets a TFJob's Worker replicas (a merge patch); the operator starts or stops worker pods."""
+def scale(name: str, workers: int, namespace: str = "default", api_client=None) -> str:
+    """Sets a TFJob's Worker replicas (a merge patch); the operator starts or stops worker pods. A synchronous
+    job's chief and worker pods are deleted as well, for the operator to create again with a TF_CONFIG that names
+    the new workers. Returns what was done."""
     from kubernetes import client
 
-    client.CustomObjectsApi(_api_client(api_client)).patch_namespaced_custom_object(
-        GROUP, VERSION, namespace, PLURAL, name, scale_patch(workers))
+    api = _api_client(api_client)
+    objects = client.CustomObjectsApi(api)
+    job = objects.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, scale_patch(workers))
+    if REPLICA_TYPES["ps"] in job.get("spec", {}).get("tfReplicaSpecs", {}):
+        return f"TFJob {namespace}/{name}: {workers} worker(s); the others train on"
+    client.CoreV1Api(api).delete_collection_namespaced_pod(namespace, label_selector=trainer_pods(name))
+    return (f"TFJob {namespace}/{name}: {workers} worker(s); its chief and worker pods start again with them, "
+            "from the checkpoint the chief saves as it stops")
+
+
+def trainer_pods(name: str) -> str:
+    """The label selector of a TFJob's chief and worker pods (the training operator's labels)."""
+    return f"training.kubeflow.org/job-name={name},training.kubeflow.org/replica-type in (chief,worker)"

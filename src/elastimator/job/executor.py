@@ -72,6 +72,12 @@ def run_config(conf: JobConf, tf_config: Mapping | None = None) -> RunConfig:
         tf_config=tf_config,
     )
     if conf.strategy == "parameter_server":
+        trainers = config.cluster_spec.as_dict() if config.cluster.is_distributed else {}
+        if trainers.get(TaskType.WORKER) and not trainers.get(TaskType.PS):
+            raise ConfError(
+                f"conf {conf.name} trains with parameter servers (strategy 'parameter_server'), but TF_CONFIG's "
+                "cluster has workers and no \"ps\" tasks: each worker would train a model of its own. Add ps tasks, "
+                "or set strategy 'multi_worker_mirrored' to all-reduce among the chief and workers.")
         return config
     if conf.strategy == "multi_worker_mirrored":
         return _multi_worker(conf, config, tf_config)
