@@ -248,6 +248,16 @@ def test_a_public_tpu_estimator_program_runs_unedited_on_cpu(tmp_path):
     assert got["predicted_classes"] == reference["predicted_classes"]
 
 
+@pytest.mark.slow
+def test_the_multi_worker_estimator_tutorial_trains_two_workers_as_2_15_did(tmp_path):
+    """TensorFlow's "Multi-worker training with Estimator" tutorial, two worker processes: eager execution off,
+    MultiWorkerMirroredStrategy, train_and_evaluate without an evaluator task. Both workers finish; the chief
+    checkpoints steps 0 and 10 (640 examples per worker, batches of 64) and, without an evaluator, evaluates
+    nothing, as 2.15 did."""
+    got, reference = _run("multi_worker_tutorial", tmp_path), REFERENCE["multi_worker_tutorial"]
+    assert got == reference == {"checkpoints": [0, 10], "evaluation": {}, "worker_1_exit": 0}
+
+
 def test_saved_model_estimator_reads_what_estimators_exported_as_2_15_did(tmp_path):
     got, reference = _run("saved_model_estimator", tmp_path), REFERENCE["saved_model_estimator"]
     # Its own export: the metric keys (prefixed `metrics/`, as 2.15 reported them), the steps it continued from,

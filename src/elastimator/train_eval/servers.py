@@ -22,7 +22,7 @@ from typing import Callable
 import tensorflow as tf
 
 from elastimator.errors import ClusterError
-from elastimator.estimator import RunConfig, TaskType
+from elastimator.estimator import RunConfig, TaskType, is_collective
 
 logger = logging.getLogger("elastimator")
 CHIEF_TOKEN, WORKER_TOKEN = 0, 1
@@ -30,9 +30,21 @@ WORKER_GRACE_SECS = 60.0
 
 
 def server_config(config: RunConfig) -> tf.compat.v1.ConfigProto:
-    """Enough inter-op threads for every trainer's concurrent requests on a small machine."""
-    return tf.compat.v1.ConfigProto(
+    """Enough inter-op threads for every trainer's concurrent requests on a small machine; for a strategy whose
+    workers all-reduce, what its collectives need of the server (their group leader)."""
+    proto = tf.compat.v1.ConfigProto(
         inter_op_parallelism_threads=max(2, config.num_worker_replicas + 2), allow_soft_placement=True)
+    if is_collective(config.train_distribute):
+        proto = config.train_distribute.extended._update_config_proto(proto)  # pylint: disable=protected-access
+    return proto
+
+
+def strategy_started_server(config: RunConfig) -> bool:
+    """Whether this task's strategy started its server as it was made: MultiWorkerMirroredStrategy does when
+    made with eager execution on (TF2's default); made after `tf.compat.v1.disable_eager_execution()`, as
+    TensorFlow's own Estimator tutorial does, it leaves that to the Estimator (tf.estimator 2.15's distribute
+    coordinator started one)."""
+    return bool(getattr(config.train_distribute.extended, "_std_server_started", False))
 
 
 def start_server(config: RunConfig) -> tf.distribute.Server:

@@ -79,7 +79,7 @@ def _run_local(estimator, train_spec: TrainSpec, eval_spec: EvalSpec):
 def _run_trainer(estimator, train_spec: TrainSpec):
     config = estimator.config
     if is_collective(config.train_distribute):
-        server = None  # the strategy started this task's server as it was made
+        server = None if servers.strategy_started_server(config) else servers.start_server(config)
         logger.info("%s %d: training with %d worker(s), all-reducing over the network.", config.task_type,
                     config.task_id, config.num_worker_replicas)
     else:
