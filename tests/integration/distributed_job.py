@@ -1,6 +1,9 @@
 """One role of a small parameter-server job on iris; the role comes from TF_CONFIG.
 
 Usage: python distributed_job.py MODEL_DIR MAX_STEPS [--early-stop] [--steps-per-execution=N] [--both-train]
+                                  [--v1-ps-strategy]
+--v1-ps-strategy passes tf.compat.v1.distribute.experimental.ParameterServerStrategy() as train_distribute, as
+tf.estimator 2.15's parameter-server programs could.
 
 --both-train holds the chief at its first step until the worker has trained one, so that both trainers advance
 the shared global step however late the worker's process starts on a busy machine.
@@ -46,14 +49,17 @@ class BothTrainHook(tf.compat.v1.train.SessionRunHook):
             open(self.mark, "w").close()
 
 
-def main(model_dir: str, max_steps: int, early_stop: bool, steps_per_execution: int, both_train: bool) -> None:
+def main(model_dir: str, max_steps: int, early_stop: bool, steps_per_execution: int, both_train: bool,
+         v1_ps_strategy: bool) -> None:
     logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s: %(message)s")
     x, y = load_iris(return_X_y=True)
     x, y = x.astype(np.float32), y.astype(np.int32)
     estimator = est.Estimator(
         linear_model_fn, model_dir=model_dir, params={"n_classes": 3},
         config=est.RunConfig(save_checkpoints_steps=25, keep_checkpoint_max=1, log_step_count_steps=50,
-                             steps_per_execution=steps_per_execution),
+                             steps_per_execution=steps_per_execution,
+                             train_distribute=tf.compat.v1.distribute.experimental.ParameterServerStrategy()
+                             if v1_ps_strategy else None),
     )
     hooks = []
     both = BothTrainHook(model_dir, estimator.config.task_type) if both_train else None
@@ -80,4 +86,5 @@ def main(model_dir: str, max_steps: int, early_stop: bool, steps_per_execution: 
 if __name__ == "__main__":
     options = sys.argv[3:]
     steps = next((int(o.split("=", 1)[1]) for o in options if o.startswith("--steps-per-execution=")), 1)
-    main(sys.argv[1], int(sys.argv[2]), "--early-stop" in options, steps, "--both-train" in options)
+    main(sys.argv[1], int(sys.argv[2]), "--early-stop" in options, steps, "--both-train" in options,
+         "--v1-ps-strategy" in options)

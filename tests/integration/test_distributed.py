@@ -50,12 +50,15 @@ def _result(text):
     return json.loads(line[len("RESULT "):])
 
 
-@pytest.mark.parametrize("steps_per_execution", [1, 4])
-def test_ps_chief_worker_and_evaluator_all_finish(tmp_path, steps_per_execution):
+@pytest.mark.parametrize("steps_per_execution, strategy", [(1, None), (4, None), (1, "--v1-ps-strategy")],
+                         ids=["one-step-calls", "four-step-calls", "v1-ParameterServerStrategy"])
+def test_ps_chief_worker_and_evaluator_all_finish(tmp_path, steps_per_execution, strategy):
+    """With train_distribute=tf.compat.v1.distribute.experimental.ParameterServerStrategy() too, which 2.15 took
+    for this same parameter-server training."""
     model_dir = str(tmp_path / "model")
     os.makedirs(model_dir)
     codes, output, elapsed = _run_cluster(model_dir, 200, f"--steps-per-execution={steps_per_execution}",
-                                          "--both-train")
+                                          "--both-train", *([strategy] if strategy else []))
     assert codes == {"ps": 0, "chief": 0, "worker": 0, "evaluator": 0}, {r: o[-2500:] for r, o in output.items()}
     evaluation = _result(output["evaluator"])
     # Trained, not a given score: two trainers' asynchronous Adam steps over unseeded shuffles land anywhere from
