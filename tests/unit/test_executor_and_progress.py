@@ -12,7 +12,7 @@ from elastimator import Column, ElasticReader
 from elastimator.estimator.step.training_step import StepHook, TrainingStep
 from elastimator.job.conf import JobConf
 from elastimator.job.executor import run_job
-from elastimator.job.metrics_chart import readable_limits
+from elastimator.job.metrics_chart import readable_limits, smoothed, title
 from elastimator.job.progress import ProgressHook, format_duration, progress_line
 from tests.helpers import linear_model_fn, read_events
 
@@ -192,3 +192,13 @@ def test_without_a_terminal_the_last_line_is_written_once():
     hook.end(None)
     assert [line for line in stream.getvalue().splitlines() if line.startswith("step 20/20")] != []
     assert len([line for line in stream.getvalue().splitlines() if line.startswith("step 20/20")]) == 1
+
+
+def test_the_report_smooths_the_training_loss_and_titles_the_chart_by_name():
+    noisy = [1.0, 0.0] * 100
+    curve = smoothed(noisy)  # over 10 points (a twentieth of 200), centered
+    assert max(abs(v - 0.5) for v in curve[10:-10]) < 0.1  # the trend, not the batch-to-batch swing
+    ramp = [float(i) for i in range(200)]
+    assert smoothed(ramp)[100] == pytest.approx(100.0)  # centered: no lag behind a falling or rising loss
+    assert smoothed([2.0, 2.0, 2.0]) == pytest.approx([2.0, 2.0, 2.0])
+    assert title("/some/where/census_model/", 3002) == "census_model: 3,002 steps"

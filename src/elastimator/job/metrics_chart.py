@@ -1,4 +1,10 @@
-"""`elastimator report`: a PNG of training loss and evaluation metrics over steps."""
+"""`elastimator report`: a PNG of training loss and evaluation metrics over steps.
+
+The training loss is drawn faint as logged and bold smoothed (a centered moving average over a twentieth of
+its points) where there are enough points for noise to hide the trend. Evaluations are points, joined by a faint line only where
+there are enough of them to read a trend: a straight line between two evaluations suggests a course the model
+never showed.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +23,27 @@ def _series(pattern: str) -> dict[str, list[tuple[int, float]]]:
             if tag != "global_step":
                 series.setdefault(tag, []).append((step, value))
     return series
+
+
+TREND_POINTS = 4
+"""Evaluations from this many on are joined by a line."""
+
+
+def smoothed(values, window: int | None = None) -> list[float]:
+    """`values` as a centered moving average over `window` points (default: a twentieth of them, odd), the
+    window narrowing at the ends: the trend of a noisy loss, at the steps it belongs to (an exponential
+    average would lag behind it)."""
+    values = list(values)
+    window = window or max(1, len(values) // 20)
+    half = window // 2
+    return [sum(values[max(0, i - half):i + half + 1]) / len(values[max(0, i - half):i + half + 1])
+            for i in range(len(values))]
+
+
+def title(model_dir: str, steps: int) -> str:
+    """The chart's title: the model_dir's name and how far it trained (its full path is where the PNG is)."""
+    name = os.path.basename(os.path.normpath(os.path.abspath(model_dir)))
+    return f"{name}: {steps:,} steps"
 
 
 def readable_limits(values, min_span_fraction: float = 0.1) -> tuple[float, float]:
@@ -44,6 +71,7 @@ def write_chart(model_dir: str, output: str | None = None) -> str:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     train = _series(os.path.join(model_dir, "events.out.tfevents.*"))
     if "loss" not in train:
@@ -57,10 +85,14 @@ def write_chart(model_dir: str, output: str | None = None) -> str:
     figure, axes = plt.subplots(rows, columns, figsize=(5 * columns, 3.6 * rows), squeeze=False)
     flat = axes.ravel()
     steps, values = zip(*train["loss"])
-    flat[0].plot(steps, values, label="train loss", linewidth=1)
+    if len(values) >= 60:
+        line, = flat[0].plot(steps, values, linewidth=0.8, alpha=0.3)
+        flat[0].plot(steps, smoothed(values), color=line.get_color(), linewidth=1.8, label="train loss (smoothed)")
+    else:
+        flat[0].plot(steps, values, marker=".", linewidth=1, label="train loss")
     for name, series in evaluations.items():
         if "loss" in series:
-            flat[0].plot(*zip(*series["loss"]), marker="o", label=f"{name} loss")
+            _points(flat[0], series["loss"], f"{name} loss")
     flat[0].set_title("loss")
     flat[0].set_ylabel("loss")
     flat[0].legend()
@@ -68,21 +100,31 @@ def write_chart(model_dir: str, output: str | None = None) -> str:
         shown = []
         for name, series in evaluations.items():
             if metric in series:
-                axis.plot(*zip(*series[metric]), marker="o", label=name)
+                _points(axis, series[metric], name)
                 shown += [value for _, value in series[metric]]
         axis.set_ylim(*readable_limits(shown))
         axis.set_title(metric)
         axis.set_ylabel(metric)
         axis.legend()
     for axis in flat:
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.set_xlabel("global step")
         axis.grid(alpha=0.3)
     for axis in flat[panels:]:
         axis.set_visible(False)
-    figure.suptitle(os.path.abspath(model_dir), fontsize=9)
+    last = max([*steps, *(step for series in evaluations.values() for points in series.values() for step, _ in points)])
+    figure.suptitle(title(model_dir, last), fontsize=13)
     figure.tight_layout()
     output = output or os.path.join(model_dir, "report.png")
     with temporary_path_for(output) as temporary:
         figure.savefig(temporary, dpi=100, format="png")
     plt.close(figure)
     return output
+
+
+def _points(axis, series: list[tuple[int, float]], label: str) -> None:
+    """Evaluations as points; joined by a faint dotted line from TREND_POINTS of them on."""
+    steps, values = zip(*series)
+    trend = len(series) >= TREND_POINTS
+    axis.plot(steps, values, marker="o", markersize=6, linestyle=":" if trend else "none",
+              linewidth=1 if trend else 0, label=label)
