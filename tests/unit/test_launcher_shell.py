@@ -7,6 +7,7 @@ do into events and carries out what `supervision.step` decides.
 import io
 import itertools
 import json
+import sys
 import os
 import threading
 import time
@@ -55,6 +56,7 @@ class FakeCluster:
         task = json.loads(env["TF_CONFIG"])["task"]
         name = f"{task['type']}-{task['index']}"
         process = FakeProcess(name, self._outputs.pop(name, ""), self._codes.pop(name, None))
+        process.command = command
         with self._lock:
             self.started.append(process)
         return process
@@ -114,6 +116,17 @@ def test_a_dead_worker_is_restarted_and_the_job_ends_when_the_chief_has_finished
     assert kinds[:4] == [("start", "worker-0"), ("up", "worker-0"), ("exit", "worker-0"), ("restart", "worker-0")]
     assert launcher.restarts() == {"worker-0": 1}
     assert any("worker-0 exited with code -9; restarting it in 1.0s" in line for line in console)
+
+
+def test_with_an_evaluator_the_trainers_run_at_a_lower_cpu_priority(tmp_path):
+    cluster = FakeCluster()
+    launcher, _, thread, _ = launch(tmp_path, cluster, ps=1, workers=1, evaluator=True)
+    wait_for(lambda: len(cluster.started) == 4, "every task's start")
+    launcher.request_stop()
+    thread.join(timeout=10)
+    niced = {p.name: p.command[:3] == ["nice", "-n", "5"] for p in cluster.started}
+    assert niced == {"ps-0": False, "chief-0": True, "worker-0": True, "evaluator-0": False}
+    assert cluster.latest("chief-0").command[3:6] == [sys.executable, "-m", "elastimator.cli"]
 
 
 def test_a_first_step_is_learned_from_the_progress_file(tmp_path):

@@ -18,6 +18,9 @@ role prefix (and into `<model_dir>/logs/<task>.log`), and supervises them:
   group: a trainer's death restarts the chief and every worker from the newest
   checkpoint, and a scale restarts them from the checkpoint the chief saves as it
   stops (supervision.py says how).
+* with an evaluator, the trainers run at a lower CPU priority (`nice`), so that
+  on a machine with few cores the evaluator evaluates the checkpoints as they
+  come instead of starving until the end.
 * when the chief has finished, the launcher waits (bounded) for the workers
   and the evaluator, then stops the parameter servers and returns the job's
   exit code. `stop()` (Ctrl-C) ends every child; none is left behind.
@@ -47,6 +50,8 @@ from elastimator.tensorflow_import import NATIVE_LOG_LINE
 
 logger = logging.getLogger("elastimator")
 ERROR_LINE = "elastimator: error: "
+TRAINER_NICENESS = 5
+"""How much lower than the evaluator and the parameter servers the trainers run, in a job with an evaluator."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -331,9 +336,14 @@ class Launcher:
 
     # --- processes ---------------------------------------------------------------------------
 
-    def _command(self) -> list[str]:
+    def _command(self, task: Task) -> list[str]:
         command = [sys.executable, "-m", "elastimator.cli", "run", self.spec.conf, "--no-progress", "--no-summary",
                    "--model-dir", self.spec.model_dir]
+        if self.spec.evaluator and task.role in ("chief", "worker"):
+            # Trainers keep every core busy; at equal priority an evaluator on a small machine got so little
+            # CPU that it evaluated the first and the last checkpoint only. Where cores are free this costs
+            # the trainers nothing.
+            command = ["nice", "-n", str(TRAINER_NICENESS), *command]
         if self.spec.max_steps is not None:
             command += ["--max-steps", str(self.spec.max_steps)]
         return command
@@ -357,7 +367,7 @@ class Launcher:
         log = open(os.path.join(self.logs_dir, f"{task.name}.log"), "a")
         log.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} start (restart {restart})\n")
         log.flush()
-        process = self._processes[task.name] = self._spawn(self._command(), self._env(task))
+        process = self._processes[task.name] = self._spawn(self._command(task), self._env(task))
         pump = self._pumps[task.name] = threading.Thread(target=self._pump, args=(task, process, log),
                                                         name=f"log-{task.name}", daemon=True)
         pump.start()
