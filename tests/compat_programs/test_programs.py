@@ -248,6 +248,25 @@ def test_a_public_tpu_estimator_program_runs_unedited_on_cpu(tmp_path):
     assert got["predicted_classes"] == reference["predicted_classes"]
 
 
+def test_two_replicas_train_and_evaluate_to_2_15s_numbers(tmp_path):
+    """MirroredStrategy over two logical CPUs (ReductionToOneDevice, on which 2.15 ran): the same weights and
+    evaluation loss as 2.15 to 6 decimals, and for the custom model_fn the same loss at every step. 2.15's canned
+    LinearRegressor logged its first replica's loss as `loss` (its head's summary); elastimator logs the step's,
+    over both replicas: at step 1, from zeros on the same batches, the custom model_fn's loss, which 2.15 logged
+    too."""
+    got, reference = _run("mirrored_two_devices", tmp_path), REFERENCE["mirrored_two_devices"]
+    for name in ("custom", "linear"):
+        assert got[name]["replicas"] == reference[name]["replicas"] == 2
+        assert got[name]["eval_loss"] == pytest.approx(reference[name]["eval_loss"], rel=1e-4)
+        assert got[name]["weights"].keys() == reference[name]["weights"].keys()
+        for variable, value in reference[name]["weights"].items():
+            np.testing.assert_allclose(got[name]["weights"][variable], value, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got["custom"]["losses"], reference["custom"]["losses"], rtol=1e-4)
+    assert [step for step, _ in got["linear"]["losses"]] == list(range(1, 13))
+    assert got["linear"]["losses"][0][1] == pytest.approx(reference["custom"]["losses"][0][1], rel=1e-5)
+    assert reference["linear"]["losses"][0][1] < reference["custom"]["losses"][0][1] / 2  # 2.15: one replica's
+
+
 @pytest.mark.slow
 def test_the_multi_worker_estimator_tutorial_trains_two_workers_as_2_15_did(tmp_path):
     """TensorFlow's "Multi-worker training with Estimator" tutorial, two worker processes: eager execution off,
