@@ -144,6 +144,9 @@ def _parser() -> argparse.ArgumentParser:
     manifest.add_argument("--pvc", help="PersistentVolumeClaim mounted at --model-dir (ReadWriteMany)")
     manifest.add_argument("--cpu", default="2", help="CPU request of each pod")
     manifest.add_argument("--memory", default="4Gi", help="memory request of each pod")
+    manifest.add_argument("--api", choices=("tfjob", "jobset"), default="tfjob",
+                          help="tfjob: a Kubeflow TFJob (needs the training operator); jobset: a JobSet "
+                               "(jobset.x-k8s.io, needs only the JobSet controller)")
     manifest.add_argument("--output", "-o", help="file to write (default: standard output)")
     validate = k8s_commands.add_parser("validate", help="check a manifest against the TFJob schema and core/v1")
     validate.add_argument("manifest", help="a manifest file (e.g. one `elastimator k8s manifest` wrote)")
@@ -153,6 +156,8 @@ def _parser() -> argparse.ArgumentParser:
     k8s_scale.add_argument("name", help="the TFJob's name")
     k8s_scale.add_argument("--workers", type=int, required=True, help="Worker replicas from now on")
     k8s_scale.add_argument("--namespace", default="default")
+    k8s_scale.add_argument("--api", choices=("tfjob", "jobset"), default="tfjob",
+                           help="what the job was submitted as (default tfjob)")
     return parser
 
 
@@ -163,6 +168,9 @@ def _run(args) -> int:
     from elastimator.job.executor import run_job
     from elastimator.job.inspect_dir import inspect_model_dir, metrics_rows, table
 
+    from elastimator.cluster.jobset import export_tf_config
+
+    export_tf_config()  # a JobSet's pod derives its own, as it starts
     os.environ.setdefault("TF_CONFIG", json.dumps(LOCAL_JOB_TF_CONFIG))  # the conf's code may read it (DLRover's did)
     conf = load_conf(args.conf)
     overrides = {k: v for k, v in (("model_dir", args.model_dir), ("max_steps", args.max_steps)) if v is not None}
@@ -332,7 +340,12 @@ def _k8s(args) -> int:
 
     if args.k8s_command == "manifest":
         spec = k8s.TFJobSpec.from_args(args)
-        text = k8s.render(k8s.manifest(spec))
+        if args.api == "jobset":
+            from elastimator.cluster import jobset
+
+            text = k8s.render(jobset.manifest(spec))
+        else:
+            text = k8s.render(k8s.manifest(spec))
         if args.output:
             from elastimator.job.output_file import replace_on_success
 
@@ -353,7 +366,12 @@ def _k8s(args) -> int:
         for created in k8s.submit(k8s.load(args.manifest)):
             print(f"created {created}")
         return 0
-    print(k8s.scale(args.name, args.workers, args.namespace))
+    if args.api == "jobset":
+        from elastimator.cluster import jobset
+
+        print(jobset.scale(args.name, args.workers, args.namespace, k8s.connect()))
+    else:
+        print(k8s.scale(args.name, args.workers, args.namespace))
     return 0
 
 

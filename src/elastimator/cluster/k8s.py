@@ -33,7 +33,7 @@ import json
 import os
 import re
 import secrets
-from typing import Any
+from typing import Any, Sequence
 
 from elastimator.cluster.plan import EVALUATOR_ENV
 from elastimator.errors import ClusterError
@@ -105,13 +105,22 @@ class TFJobSpec:
 
 
 def _pod_template(spec: TFJobSpec, role: str) -> dict[str, Any]:
+    # The operator's TF_CONFIG names the workers of the moment; the slots name those scaling may add.
+    return pod_template(spec, role, spec.service_address("chief", 0, SHARD_PORT), worker_slots=not spec.synchronous)
+
+
+def pod_template(spec: TFJobSpec, role: str, shard_service: str, extra_env: Sequence[dict[str, Any]] = (),
+                 labels: dict[str, str] | None = None, worker_slots: bool = False) -> dict[str, Any]:
+    """The pod template of one role's replicas: `elastimator run` of the conf, its environment (the shard
+    service at `shard_service`, the job token from the Secret), its ports and resources, the model-dir claim."""
     env: list[dict[str, Any]] = [
-        {"name": "ELASTIMATOR_SHARD_SERVICE", "value": spec.service_address("chief", 0, SHARD_PORT)},
+        {"name": "ELASTIMATOR_SHARD_SERVICE", "value": shard_service},
         {"name": "ELASTIMATOR_JOB_TOKEN", "valueFrom": {"secretKeyRef": {"name": f"{spec.name}-token", "key": "token"}}},
         {"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"},
         {"name": EVALUATOR_ENV, "value": str(int(spec.evaluator))},
+        *extra_env,
     ]
-    if not spec.synchronous:  # a collective names only the workers that run
+    if worker_slots:
         env.insert(2, {"name": "ELASTIMATOR_WORKER_SLOTS",
                        "value": json.dumps([spec.service_address("worker", i) for i in range(spec.worker_slots)])})
     ports = [{"name": "tfjob-port", "containerPort": TF_PORT}]
@@ -133,11 +142,12 @@ def _pod_template(spec: TFJobSpec, role: str) -> dict[str, Any]:
     if spec.pvc:
         container["volumeMounts"] = [{"name": "model-dir", "mountPath": spec.model_dir}]
         pod["volumes"] = [{"name": "model-dir", "persistentVolumeClaim": {"claimName": spec.pvc}}]
-    return {"metadata": {"labels": {"app.kubernetes.io/name": "elastimator", "elastimator/job": spec.name}},
+    return {"metadata": {"labels": {"app.kubernetes.io/name": "elastimator", "elastimator/job": spec.name,
+                                    **(labels or {})}},
             "spec": pod}
 
 
-def _network_policy(spec: TFJobSpec) -> dict[str, Any]:
+def network_policy(spec: TFJobSpec) -> dict[str, Any]:
     """Ingress to the job's pods: only from the job's pods, only to the TensorFlow and shard-service ports."""
     job_pods = {"matchLabels": {"elastimator/job": spec.name}}
     return {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
@@ -149,6 +159,13 @@ def _network_policy(spec: TFJobSpec) -> dict[str, Any]:
                                             {"protocol": "TCP", "port": REPORT_PORT}]}]}}
 
 
+def token_secret(spec: TFJobSpec) -> dict[str, Any]:
+    """The Secret holding a fresh job token, which every pod reads (ELASTIMATOR_JOB_TOKEN)."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {"name": f"{spec.name}-token", "namespace": spec.namespace},
+            "stringData": {"token": secrets.token_hex(16)}}
+
+
 def manifest(spec: TFJobSpec) -> list[dict[str, Any]]:
     """The Secret holding a fresh job token, the NetworkPolicy that keeps everyone else out, and the TFJob."""
     counts = {"chief": 1, "ps": spec.ps, "worker": spec.workers, "evaluator": int(spec.evaluator)}
@@ -156,14 +173,12 @@ def manifest(spec: TFJobSpec) -> list[dict[str, Any]]:
         REPLICA_TYPES[role]: {"replicas": count, "restartPolicy": "OnFailure", "template": _pod_template(spec, role)}
         for role, count in counts.items() if count or role == "worker"
     }
-    secret = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-              "metadata": {"name": f"{spec.name}-token", "namespace": spec.namespace},
-              "stringData": {"token": secrets.token_hex(16)}}
+    secret = token_secret(spec)
     tfjob = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TFJob",
              "metadata": {"name": spec.name, "namespace": spec.namespace},
              "spec": {"runPolicy": {"backoffLimit": spec.backoff_limit, "cleanPodPolicy": "Running"},
                       "tfReplicaSpecs": replicas}}
-    return [secret, _network_policy(spec), tfjob]
+    return [secret, network_policy(spec), tfjob]
 
 
 def render(documents: list[dict[str, Any]]) -> str:
@@ -197,12 +212,16 @@ def load(path: str) -> list[dict[str, Any]]:
 def validate(document: dict[str, Any]) -> list[str]:
     """Problems with one manifest object (empty when valid): TFJob schema, then core/v1 pod templates."""
     kind = document.get("kind")
+    if kind == "JobSet":
+        from elastimator.cluster import jobset
+
+        return jobset.validate(document)
     if kind == "Secret":
-        return _check_model(document, "V1Secret", "Secret")
+        return check_model(document, "V1Secret", "Secret")
     if kind == "NetworkPolicy":
-        return _check_model(document, "V1NetworkPolicy", "NetworkPolicy")
+        return check_model(document, "V1NetworkPolicy", "NetworkPolicy")
     if kind != "TFJob":
-        return [f"unexpected kind {kind!r}; a manifest holds a Secret, a NetworkPolicy and a TFJob."]
+        return [f"unexpected kind {kind!r}; a manifest holds a Secret, a NetworkPolicy and a TFJob or a JobSet."]
     import jsonschema
 
     with open(_SCHEMA) as f:
@@ -214,14 +233,14 @@ def validate(document: dict[str, Any]) -> list[str]:
         if replica_type not in REPLICA_TYPES.values():
             problems.append(f"TFJob: unknown replica type {replica_type!r}; expected {sorted(REPLICA_TYPES.values())}.")
         template = replica.get("template", {})
-        problems += _check_model(template, "V1PodTemplateSpec", f"{replica_type}.template")
+        problems += check_model(template, "V1PodTemplateSpec", f"{replica_type}.template")
         names = [c.get("name") for c in template.get("spec", {}).get("containers", [])]
         if CONTAINER not in names:
             problems.append(f"{replica_type}: no container named {CONTAINER!r} (the operator needs it); got {names}.")
     return problems
 
 
-def _check_model(value: Any, type_name: str, where: str) -> list[str]:
+def check_model(value: Any, type_name: str, where: str) -> list[str]:
     """Checks a JSON value against the kubernetes client's core/v1 model: fields, their types, required ones.
 
     The client's models (kubernetes >= 37) are generated from the core OpenAPI
@@ -247,7 +266,7 @@ def check(documents: list[dict[str, Any]]) -> None:
 # --- the cluster -----------------------------------------------------------------------------
 
 
-def _api_client(api_client=None):
+def connect(api_client=None):
     if api_client is not None:
         return api_client
     from kubernetes import client, config
@@ -270,7 +289,7 @@ def submit(documents: list[dict[str, Any]], api_client=None) -> list[str]:
     from kubernetes import client
 
     check(documents)
-    api = _api_client(api_client)
+    api = connect(api_client)
     created = []
     for document in documents:
         namespace = document["metadata"].get("namespace", "default")
@@ -279,6 +298,10 @@ def submit(documents: list[dict[str, Any]], api_client=None) -> list[str]:
             client.CoreV1Api(api).create_namespaced_secret(namespace, document)
         elif document["kind"] == "NetworkPolicy":
             client.NetworkingV1Api(api).create_namespaced_network_policy(namespace, document)
+        elif document["kind"] == "JobSet":
+            from elastimator.cluster import jobset
+
+            jobset.create(document, api)
         else:
             client.CustomObjectsApi(api).create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, document)
         created.append(f"{document['kind']} {namespace}/{name}")
@@ -297,7 +320,7 @@ def scale(name: str, workers: int, namespace: str = "default", api_client=None) 
     the new workers. Returns what was done."""
     from kubernetes import client
 
-    api = _api_client(api_client)
+    api = connect(api_client)
     objects = client.CustomObjectsApi(api)
     job = objects.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
     objects.patch_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name, scale_patch(workers))
