@@ -18,9 +18,9 @@ import sys
 import tempfile
 
 import numpy as np
-import tensorflow as tf
 
-import elastimator as est
+import elastimator as est  # before TensorFlow: its load-time native lines are then held back
+import tensorflow as tf  # noqa: E402  pylint: disable=wrong-import-order
 
 
 def cnn_model_fn(features, labels, mode):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 
+from elastimator import tensorflow_import as _tensorflow_import
 from elastimator._keras_routing import prefer_tf_keras as _prefer_tf_keras
 from elastimator.errors import (
     CheckpointError,
@@ -30,6 +31,7 @@ from elastimator.errors import (
 )
 
 _prefer_tf_keras()
+_tensorflow_import.quiet_tensorflow_import()
 
 __version__ = "0.1.0"
 

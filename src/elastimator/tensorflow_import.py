@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.abc
 import importlib.machinery
+import importlib.util
 import logging
 import os
 import re
@@ -37,6 +39,9 @@ NATIVE_LOG_LINE = re.compile(_NATIVE.format(levels="IWEF"))
 """A line TensorFlow's C++ runtime wrote (any level)."""
 _LOAD_NOISE = re.compile(_NATIVE.format(levels="IW") + r"|^To enable the following instructions: .* rebuild TensorFlow")
 """What TensorFlow's native runtime prints while it loads: cudart_stub, cpu_feature_guard, TF-TRT."""
+_QUIET_START_NOISE = re.compile(_LOAD_NOISE.pattern + r"|^(?:" + _NATIVE.format(levels="E").replace("^", "")
+                                + r").*failed call to cuInit")
+"""The load noise, and the CUDA driver's absence reported as an error on a machine without a GPU."""
 _DEPRECATED_V1_LAYERS = r"`tf\.layers\..*` is deprecated"
 
 logger = logging.getLogger("elastimator")
@@ -208,6 +213,57 @@ def import_quietly(verbose: bool):
         # Parts of TensorFlow log through absl instead ("path_and_singleprint metric could not be logged").
         logging.getLogger("absl").setLevel(logging.WARNING)
     return tf
+
+
+def quiet_tensorflow_import() -> None:
+    """Makes the first `import tensorflow` of this process, by whoever, hold back what TensorFlow's native
+    runtime prints while it loads (TF 2.21 prints its start-up block twice: oneDNN, cudart_stub, CPU features).
+
+    A program that imports elastimator before TensorFlow gets a quiet start, as the command line does; one that
+    imports TensorFlow first has already printed it. Nothing changes where TensorFlow is already imported, or
+    where the user chose the native log level (TF_CPP_MIN_LOG_LEVEL): they see what they asked for.
+    """
+    if "tensorflow" in sys.modules or "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+        return
+    if not any(isinstance(finder, _QuietTensorFlowFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _QuietTensorFlowFinder())
+
+
+class _QuietTensorFlowFinder(importlib.abc.MetaPathFinder):
+    """Finds `tensorflow` as the other finders do, once, and loads it with fd 2 filtered."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "tensorflow":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _QuietLoader(spec.loader)
+        return spec
+
+
+class _QuietLoader(importlib.abc.Loader):
+    """A loader that runs another's `exec_module` with TensorFlow's load-time native lines held back."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        module.__loader__ = self._loader  # what the module reports, as if nobody had stepped in
+        if module.__spec__ is not None:
+            module.__spec__.loader = self._loader
+        with _native_stderr_filtered(_QUIET_START_NOISE):
+            self._loader.exec_module(module)
+            # The GPU platform's first look for a driver happens here, not at the first session: on a machine
+            # without one it prints "failed call to cuInit", which reads like a failure and is none. (Listing
+            # physical devices leaves them configurable: set_logical_device_configuration still works.)
+            module.config.list_physical_devices("GPU")
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
 
 
 @contextlib.contextmanager

@@ -60,3 +60,36 @@ def test_keras_loads_where_a_program_first_uses_it():
     deferred, layers, keras3 = result.stdout.splitlines()[-3:]
     assert deferred == "[]"
     assert layers.startswith("(2, 4) tf_keras.") and keras3.startswith("keras.")
+
+
+def _native_lines(program: str) -> list[str]:
+    from elastimator.tensorflow_import import NATIVE_LOG_LINE  # pylint: disable=import-outside-toplevel
+
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}  # TensorFlow's own default
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0 and "trained" in result.stdout, result.stderr[-3000:]
+    return [line for line in result.stderr.splitlines() if NATIVE_LOG_LINE.match(line)]
+
+
+TRAIN = ("import numpy as np\n"
+         "est = elastimator\n"
+         "def model_fn(features, labels, mode):\n"
+         "    w = tf.compat.v1.get_variable('w', [1])\n"
+         "    loss = tf.reduce_mean(tf.square(features['x'] * w - labels))\n"
+         "    op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(loss, tf.compat.v1.train.get_global_step())\n"
+         "    return est.EstimatorSpec(mode, loss=loss, train_op=op)\n"
+         "x = np.ones((8, 1), np.float32)\n"
+         "est.Estimator(model_fn).train(est.inputs.numpy_input_fn({'x': x}, x, shuffle=False), steps=2)\n"
+         "print('trained')\n")
+
+
+def test_a_program_that_imports_elastimator_first_starts_quietly():
+    """TensorFlow 2.21 prints its native start-up block twice as it loads, and on a machine without a GPU a
+    "failed call to cuInit" error line that is none. Imported after elastimator, TensorFlow prints neither; a
+    program that imports TensorFlow first has printed them before elastimator is loaded."""
+    start_up = ("oneDNN custom operations", "cudart_stub", "cpu_feature_guard", "failed call to cuInit")
+    quiet = _native_lines("import elastimator\nimport tensorflow as tf\n" + TRAIN)
+    assert not [line for line in quiet if any(part in line for part in start_up)], quiet
+    # What the session prints as it runs stays, as 2.15 printed it ("MLIR V1 optimization pass is not enabled").
+    loud = _native_lines("import tensorflow as tf\nimport elastimator\n" + TRAIN)
+    assert sum("oneDNN custom operations" in line for line in loud) >= 1, loud
