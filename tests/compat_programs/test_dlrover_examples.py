@@ -51,6 +51,19 @@ def _only_export(model_dir: Path) -> Path:
     return exports[0]
 
 
+def test_dlrovers_entry_command_runs_the_conf_behind_elastimator_compat(tmp_path):
+    """The command of DLRover's job YAMLs, with `-m elastimator.compat` put in front: the conf trains as
+    `elastimator run` trains it, and the flag with no counterpart is named."""
+    work = _example("deepfm_tf", tmp_path)
+    result = subprocess.run(
+        [sys.executable, "-m", "elastimator.compat", "-m", "dlrover.trainer.entry.local_entry",
+         "--platform=Kubernetes", "--conf=deepfm_conf.TrainConf", "--worker_action=run"],
+        cwd=work, capture_output=True, text=True, timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "DLRover arguments with no counterpart here, not used: --worker_action=run" in result.stdout
+    assert _latest_step(work) == 100
+
+
 def test_deepfm_conf_trains_evaluates_and_exports_unedited(tmp_path):
     work = _example("deepfm_tf", tmp_path)
     result = _elastimator(["run", "deepfm_conf.py:TrainConf", "--no-progress"], cwd=work)

@@ -1,4 +1,10 @@
-"""`python -m elastimator.compat SCRIPT [ARGS...]`: run an unmodified tf.estimator script on elastimator."""
+"""`python -m elastimator.compat SCRIPT [ARGS...]`: run an unmodified tf.estimator script on elastimator.
+`python -m elastimator.compat -m MODULE [ARGS...]`: the same for a module, as `python -m MODULE` runs it.
+
+`-m dlrover.trainer.entry.local_entry` (or `-m dlrover.trainer`) runs DLRover's trainer entry command on
+elastimator, its flags keeping their meaning (elastimator/compat/dlrover_entry.py), whether or not DLRover is
+installed.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +19,28 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         return 0 if argv else 2
+    if argv[0] == "-m":
+        if len(argv) < 2:
+            print("elastimator: error: -m needs a module name: python -m elastimator.compat -m MODULE [ARGS...]",
+                  file=sys.stderr)
+            return 2
+        return _run_module(argv[1], argv[2:])
     install()
     sys.argv = list(argv)
     sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))  # As `python SCRIPT` would set it.
     runpy.run_path(argv[0], run_name="__main__")
+    return 0
+
+
+def _run_module(module: str, args: list[str]) -> int:
+    from elastimator.compat import dlrover_entry  # pylint: disable=import-outside-toplevel
+
+    if module in dlrover_entry.ENTRY_MODULES:
+        return dlrover_entry.main(args)
+    install()
+    sys.argv = [module, *args]
+    sys.path[0] = os.getcwd()  # As `python -m MODULE` would set it.
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
     return 0
 
 
