@@ -148,6 +148,10 @@ def _parser() -> argparse.ArgumentParser:
                           help="tfjob: a Kubeflow TFJob (needs the training operator); jobset: a JobSet "
                                "(jobset.x-k8s.io, needs only the JobSet controller)")
     manifest.add_argument("--output", "-o", help="file to write (default: standard output)")
+    convert = k8s_commands.add_parser("convert", help="a DLRover ElasticJob YAML as elastimator's manifest")
+    convert.add_argument("elastic_job", help="the ElasticJob file (elastic.iml.github.io/v1alpha1)")
+    convert.add_argument("--api", choices=("tfjob", "jobset"), default="tfjob", help="what to write (default tfjob)")
+    convert.add_argument("--output", "-o", help="file to write (default: standard output)")
     validate = k8s_commands.add_parser("validate", help="check a manifest against the TFJob schema and core/v1")
     validate.add_argument("manifest", help="a manifest file (e.g. one `elastimator k8s manifest` wrote)")
     submit = k8s_commands.add_parser("submit", help="create the manifest's objects with the kubernetes client")
@@ -357,6 +361,24 @@ def _k8s(args) -> int:
         else:
             sys.stdout.write(text)
         return 0
+    if args.k8s_command == "convert":
+        from elastimator.cluster import elastic_job
+
+        conversion = elastic_job.convert(k8s.load(args.elastic_job)[0], args.api)
+        k8s.check(conversion.documents)
+        for note in conversion.notes:
+            print(f"note: {note}", file=sys.stderr)
+        text = k8s.render(conversion.documents)
+        if not args.output:
+            sys.stdout.write(text)
+            return 0
+        from elastimator.job.output_file import replace_on_success
+
+        with replace_on_success(args.output) as f:
+            f.write(text)
+        print(f"wrote {args.output}: {', '.join(d['kind'] for d in conversion.documents)} from {args.elastic_job} "
+              f"({len(conversion.notes)} note(s) above); create it with `elastimator k8s submit {args.output}`")
+        return 0
     if args.k8s_command == "validate":
         documents = k8s.load(args.manifest)
         k8s.check(documents)
@@ -422,6 +444,9 @@ def _check_paths(args) -> None:
             raise MissingPathError(f"conf file {path!r} does not exist (current directory: {cwd}).")
     if args.command in ("inspect", "report") and not os.path.isdir(args.model_dir):
         raise MissingPathError(f"model_dir {args.model_dir!r} does not exist (current directory: {cwd}).")
+    elastic_job = getattr(args, "elastic_job", None)
+    if elastic_job is not None and not os.path.isfile(elastic_job):
+        raise MissingPathError(f"ElasticJob file {elastic_job!r} does not exist (current directory: {cwd}).")
     if args.command == "predict":
         if not os.path.exists(args.saved_model):
             raise MissingPathError(f"--saved-model {args.saved_model!r} does not exist (current directory: {cwd}).")

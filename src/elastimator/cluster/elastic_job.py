@@ -1,0 +1,168 @@
+"""DLRover's ElasticJob (elastic.iml.github.io/v1alpha1) as elastimator's manifest: `elastimator k8s convert`.
+
+A DLRover user's job YAML names, per role (ps, worker, evaluator, chief), a pod template whose container runs
+DLRover's entry command, and DLRover's master besides. `convert` keeps what has a counterpart:
+
+* the name and namespace; each role's replica count (`autoScale` without a count: 1, and a note), DLRover's
+  worker 0 becoming the Chief where the job names no chief (as `--worker_num` counts the chief);
+* each role's image, pull policy, resources, environment, volume mounts, and the pod's volumes, node
+  selection and tolerations, laid over elastimator's pod template for that role;
+* the command, with `-m elastimator.compat` put in front of its `python -m` (DLRover's entry command then runs
+  on elastimator with its flags, elastimator/compat/dlrover_entry.py; a program module or script runs under
+  the compat runner);
+* `distributionStrategy`: ParameterServerStrategy as a parameter-server job, AllreduceStrategy as a
+  synchronous one (no ps).
+
+Everything else is named in one line each (`Conversion.notes`), none dropped silently: DLRover's master (the
+chief hosts elastimator's shard service), `resourceLimits` (a budget for DLRover's autoscaler; elastimator's
+scaling is bounded by the worker slots), `restartPolicy: Never` (elastimator's pods restart in place), and any
+field it does not know.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+from typing import Any
+
+from elastimator.cluster import k8s
+from elastimator.errors import ClusterError
+
+ROLES = ("ps", "chief", "worker", "evaluator")
+_POD_FIELDS = ("volumes", "nodeSelector", "tolerations", "affinity", "serviceAccountName", "imagePullSecrets",
+               "priorityClassName", "schedulerName")
+"""Pod-level fields of an ElasticJob role that carry over as they are."""
+_CONTAINER_FIELDS = ("image", "imagePullPolicy", "resources", "volumeMounts", "workingDir")
+_KNOWN_SPEC = {"distributionStrategy", "replicaSpecs", "resourceLimits", "optimizeMode", "envs", "suspend"}
+_PYTHON_M = re.compile(r"(\bpython[\d.]*\s+)-m\s+(?!elastimator\.compat\b)")
+_PYTHON_SCRIPT = re.compile(r"(\bpython[\d.]*\s+)(?=[\w./-]+\.py\b)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Conversion:
+    documents: list[dict[str, Any]]
+    """The Secret, the NetworkPolicy and the TFJob (or JobSet)."""
+    notes: list[str]
+    """One line per ElasticJob field that has no counterpart, and what became of it."""
+
+
+def convert(elastic_job: dict[str, Any], api: str = "tfjob") -> Conversion:
+    """elastimator's manifest for an ElasticJob (see the module doc).
+
+    Raises:
+        ClusterError: for a document that is not an ElasticJob, or one without ps, worker or chief roles.
+    """
+    if elastic_job.get("kind") != "ElasticJob" or not str(elastic_job.get("apiVersion", "")).startswith(
+            "elastic.iml.github.io/"):
+        raise ClusterError(f"expected a DLRover ElasticJob (apiVersion elastic.iml.github.io/v1alpha1); got "
+                           f"{elastic_job.get('apiVersion')!r} {elastic_job.get('kind')!r}.")
+    metadata, spec = elastic_job.get("metadata", {}), elastic_job.get("spec", {})
+    notes: list[str] = []
+    replica_specs = spec.get("replicaSpecs") or {}
+    for role in replica_specs:
+        if role == "dlrover-master":
+            notes.append("replicaSpecs.dlrover-master: not needed; the chief hosts elastimator's shard service.")
+        elif role not in ROLES:
+            notes.append(f"replicaSpecs.{role}: no such role in elastimator ({', '.join(ROLES)}); left out.")
+    for key in sorted(set(spec) - _KNOWN_SPEC):
+        notes.append(f"spec.{key}: unknown to elastimator; left out.")
+    if "resourceLimits" in spec:
+        notes.append(f"spec.resourceLimits {spec['resourceLimits']}: the budget of DLRover's autoscaler; elastimator "
+                     "scales workers within the manifest's worker slots (--max-workers) instead.")
+    if "optimizeMode" in spec:
+        notes.append(f"spec.optimizeMode {spec['optimizeMode']!r}: DLRover's resource optimizer; no counterpart.")
+    roles = {role: replica_specs[role] for role in ROLES if role in replica_specs}
+    if not roles.keys() & {"ps", "worker", "chief"}:
+        raise ClusterError("the ElasticJob has no ps, worker or chief role to convert.")
+    counts = {role: _count(role, replica, notes) for role, replica in roles.items()}
+    strategy = spec.get("distributionStrategy", "ParameterServerStrategy")
+    synchronous = strategy == "AllreduceStrategy"
+    if strategy not in ("ParameterServerStrategy", "AllreduceStrategy"):
+        notes.append(f"spec.distributionStrategy {strategy!r}: unknown; converted as ParameterServerStrategy.")
+    if synchronous and counts.get("ps"):
+        notes.append("replicaSpecs.ps: an AllreduceStrategy job has no parameter servers; left out.")
+    containers = {role: _container(role, replica) for role, replica in roles.items()}
+    first = next(iter(containers.values()))
+    command = _command(first.get("command", []) + first.get("args", []))
+    workers = counts.get("worker", 0)
+    if workers and "chief" not in counts:
+        notes.append(f"replicaSpecs.worker: {workers} worker(s), DLRover's worker 0 being the chief: a Chief and "
+                     f"{workers - 1} Worker(s), the same {workers} trainer(s).")
+        workers -= 1
+    job = k8s.TFJobSpec(
+        name=metadata.get("name", "job"), namespace=metadata.get("namespace", "default"),
+        conf=_conf(command) or "conf", image=first.get("image", ""),
+        ps=0 if synchronous else counts.get("ps", 1), workers=workers,
+        evaluator=bool(counts.get("evaluator")),
+        backoff_limit=max([int(r.get("restartCount", 3)) for r in roles.values()] or [3]))
+    if api == "jobset":
+        from elastimator.cluster import jobset  # pylint: disable=import-outside-toplevel
+
+        documents = jobset.manifest(job)
+        templates = {r["name"]: r["template"]["spec"]["template"] for r in documents[2]["spec"]["replicatedJobs"]}
+    else:
+        documents = k8s.manifest(job)
+        templates = {role: documents[2]["spec"]["tfReplicaSpecs"][k8s.REPLICA_TYPES[role]]["template"]
+                     for role in k8s.REPLICA_TYPES
+                     if k8s.REPLICA_TYPES[role] in documents[2]["spec"]["tfReplicaSpecs"]}
+    for role, template in templates.items():
+        source = roles.get(role) or roles.get("worker") or next(iter(roles.values()))  # a chief like the workers
+        _overlay(template, source, _command(_container(role, source).get("command", []) +
+                                           _container(role, source).get("args", [])), role, notes)
+    return Conversion(documents, notes)
+
+
+def _count(role: str, replica: dict[str, Any], notes: list[str]) -> int:
+    if "replicas" in replica:
+        return int(replica["replicas"])
+    default = 1
+    if replica.get("autoScale"):
+        notes.append(f"replicaSpecs.{role}: autoScale without replicas (DLRover's autoscaler chose the count); "
+                     f"starts with {default}. Scale with `elastimator k8s scale`.")
+    return default
+
+
+def _container(role: str, replica: dict[str, Any]) -> dict[str, Any]:
+    containers = replica.get("template", {}).get("spec", {}).get("containers") or []
+    if not containers:
+        raise ClusterError(f"replicaSpecs.{role}: its pod template has no container.")
+    return containers[0]
+
+
+def _command(command: list[str]) -> list[str]:
+    """The container command with elastimator's compat runner in front of each `python -m` / `python X.py`."""
+    return [_PYTHON_SCRIPT.sub(r"\1-m elastimator.compat ", _PYTHON_M.sub(r"\1-m elastimator.compat -m ", part))
+            for part in command]
+
+
+def _conf(command: list[str]) -> str | None:
+    """The `--conf=` of DLRover's entry command, if the command has one."""
+    for word in shlex.split(" ".join(command).replace("\\\n", " ")):
+        if word.startswith("--conf="):
+            return word[len("--conf="):]
+    return None
+
+
+def _overlay(template: dict[str, Any], replica: dict[str, Any], command: list[str], role: str,
+             notes: list[str]) -> None:
+    """Lays an ElasticJob role's container and pod fields over elastimator's pod template for that role."""
+    source_pod = replica.get("template", {}).get("spec", {})
+    source = _container(role, replica)
+    pod = template["spec"]
+    container = pod["containers"][0]
+    if command:
+        container["command"] = command
+    for field in _CONTAINER_FIELDS:
+        if field in source:
+            container[field] = source[field]
+    container["env"] = container.get("env", []) + [e for e in source.get("env", [])
+                                                   if e.get("name") not in {x["name"] for x in container["env"]}]
+    for field in _POD_FIELDS:
+        if field in source_pod:
+            pod[field] = source_pod[field]
+    if source_pod.get("restartPolicy") == "Never" and role in ("ps", "worker"):
+        note = ("restartPolicy Never: elastimator's pods restart in place (OnFailure), and a restarted task "
+                "rejoins (workers through the shard service, a ps from the newest checkpoint).")
+        if note not in notes:
+            notes.append(note)
