@@ -140,6 +140,8 @@ def _parser() -> argparse.ArgumentParser:
     manifest.add_argument("--workers", type=int, default=1)
     manifest.add_argument("--max-workers", type=int, help="worker slots scaling may use (default: --workers)")
     manifest.add_argument("--evaluator", action="store_true")
+    manifest.add_argument("--autoscale", action="store_true",
+                          help="the chief scales the workers within --max-workers, with the launcher's policy")
     manifest.add_argument("--model-dir", default="/mnt/model", help="model_dir inside the pods (shared storage)")
     manifest.add_argument("--pvc", help="PersistentVolumeClaim mounted at --model-dir (ReadWriteMany)")
     manifest.add_argument("--cpu", default="2", help="CPU request of each pod")

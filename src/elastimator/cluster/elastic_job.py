@@ -69,7 +69,8 @@ def convert(elastic_job: dict[str, Any], api: str = "tfjob") -> Conversion:
         notes.append(f"spec.{key}: unknown to elastimator; left out.")
     if "resourceLimits" in spec:
         notes.append(f"spec.resourceLimits {spec['resourceLimits']}: the budget of DLRover's autoscaler; elastimator "
-                     "scales workers within the manifest's worker slots (--max-workers) instead.")
+                     "scales workers within the manifest's worker slots instead (what the CPU budget pays for, "
+                     "where the workers request CPU).")
     if "optimizeMode" in spec:
         notes.append(f"spec.optimizeMode {spec['optimizeMode']!r}: DLRover's resource optimizer; no counterpart.")
     roles = {role: replica_specs[role] for role in ROLES if role in replica_specs}
@@ -90,27 +91,59 @@ def convert(elastic_job: dict[str, Any], api: str = "tfjob") -> Conversion:
         notes.append(f"replicaSpecs.worker: {workers} worker(s), DLRover's worker 0 being the chief: a Chief and "
                      f"{workers - 1} Worker(s), the same {workers} trainer(s).")
         workers -= 1
+    autoscaled = bool(roles.get("worker", {}).get("autoScale")) and not synchronous
+    if autoscaled and api == "jobset" and workers == 0:
+        notes.append("replicaSpecs.worker: a JobSet's worker Job runs at least one pod, so the job starts with 1 "
+                     "worker beside the chief.")
+        workers = 1
+    max_workers = _worker_budget(spec.get("resourceLimits", {}), roles, counts, workers) if autoscaled else None
+    if autoscaled:
+        notes.append(f"replicaSpecs.worker autoScale: the chief scales the workers between "
+                     f"{1 if api == 'jobset' else 0} and {max_workers} with elastimator's policy (the ps count stays "
+                     "fixed).")
     job = k8s.TFJobSpec(
         name=metadata.get("name", "job"), namespace=metadata.get("namespace", "default"),
         conf=_conf(command) or "conf", image=first.get("image", ""),
         ps=0 if synchronous else counts.get("ps", 1), workers=workers,
-        evaluator=bool(counts.get("evaluator")),
+        evaluator=bool(counts.get("evaluator")), autoscale=autoscaled, max_workers=max_workers,
         backoff_limit=max([int(r.get("restartCount", 3)) for r in roles.values()] or [3]))
     if api == "jobset":
         from elastimator.cluster import jobset  # pylint: disable=import-outside-toplevel
 
         documents = jobset.manifest(job)
-        templates = {r["name"]: r["template"]["spec"]["template"] for r in documents[2]["spec"]["replicatedJobs"]}
+        templates = {r["name"]: r["template"]["spec"]["template"] for r in documents[-1]["spec"]["replicatedJobs"]}
     else:
         documents = k8s.manifest(job)
-        templates = {role: documents[2]["spec"]["tfReplicaSpecs"][k8s.REPLICA_TYPES[role]]["template"]
-                     for role in k8s.REPLICA_TYPES
-                     if k8s.REPLICA_TYPES[role] in documents[2]["spec"]["tfReplicaSpecs"]}
+        replicas = documents[-1]["spec"]["tfReplicaSpecs"]
+        templates = {role: replicas[kind]["template"] for role, kind in k8s.REPLICA_TYPES.items() if kind in replicas}
     for role, template in templates.items():
         source = roles.get(role) or roles.get("worker") or next(iter(roles.values()))  # a chief like the workers
         _overlay(template, source, _command(_container(role, source).get("command", []) +
                                            _container(role, source).get("args", [])), role, notes)
     return Conversion(documents, notes)
+
+
+def _cpu(quantity: Any) -> float | None:
+    """A Kubernetes CPU quantity ("2", "500m", 1.5) in cores; None where it does not parse."""
+    text = str(quantity).strip()
+    try:
+        return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+    except ValueError:
+        return None
+
+
+def _worker_budget(limits: dict[str, Any], roles: dict[str, Any], counts: dict[str, int], workers: int) -> int:
+    """How many workers the job's CPU budget pays for beside its other tasks (the chief costing a worker); twice
+    the starting count plus one where the budget or the requests are not given."""
+    def request(role: str) -> float | None:
+        source = roles.get(role) or roles.get("worker", {})
+        return _cpu(_container(role, source).get("resources", {}).get("requests", {}).get("cpu", "x"))
+
+    budget, per_worker = _cpu(limits.get("cpu", "x")), request("worker")
+    if budget is None or not per_worker:
+        return 2 * workers + 1
+    others = sum((request(role) or per_worker) * counts.get(role, 0) for role in ("ps", "evaluator")) + per_worker
+    return max(workers, int((budget - others) // per_worker))
 
 
 def _count(role: str, replica: dict[str, Any], notes: list[str]) -> int:

@@ -34,6 +34,7 @@ from elastimator.cluster.k8s import (
     SHARD_PORT,
     TF_PORT,
     TFJobSpec,
+    autoscaler_objects,
     check_model,
     network_policy,
     pod_template,
@@ -83,7 +84,7 @@ def manifest(spec: TFJobSpec) -> list[dict[str, Any]]:
     for role, count in counts.items():
         if not count:
             continue
-        template = pod_template(spec, role, shard_service, extra_env=env)
+        template = pod_template(spec, role, shard_service, extra_env=env, api="jobset")
         template["spec"]["restartPolicy"] = "OnFailure"  # a task restarts in its pod's place, with its index
         replicated.append({"name": role, "replicas": 1, "template": {"spec": {
             "completionMode": "Indexed", "parallelism": count, "completions": count,
@@ -97,7 +98,7 @@ def manifest(spec: TFJobSpec) -> list[dict[str, Any]]:
                        "successPolicy": {"operator": "All", "targetReplicatedJobs": finishers},
                        "failurePolicy": {"maxRestarts": spec.backoff_limit},
                        "replicatedJobs": replicated}}
-    return [token_secret(spec), network_policy(spec), jobset]
+    return [token_secret(spec), network_policy(spec), *autoscaler_objects(spec, "jobset"), jobset]
 
 
 def tf_config_from_env(env: Mapping[str, str]) -> dict[str, Any] | None:

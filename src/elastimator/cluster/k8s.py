@@ -68,6 +68,8 @@ class TFJobSpec:
     cpu: str = "2"
     memory: str = "4Gi"
     backoff_limit: int = 3
+    autoscale: bool = False
+    """The chief scales the workers within the slots, with the launcher's policy (cluster/k8s_autoscale.py)."""
 
     def __post_init__(self):
         if not _NAME.match(self.name) or len(self.name) > 40:
@@ -77,6 +79,9 @@ class TFJobSpec:
             raise ClusterError(f"need 0 or more ps and workers; got ps={self.ps}, workers={self.workers}.")
         if self.max_workers is not None and self.max_workers < self.workers:
             raise ClusterError(f"max_workers ({self.max_workers}) must be at least workers ({self.workers}).")
+        if self.autoscale and self.synchronous:
+            raise ClusterError("--autoscale scales a parameter-server job's workers; a synchronous job (ps=0) "
+                               "restarts to scale. Scale it with `elastimator k8s scale`.")
         if self.synchronous and self.max_workers not in (None, self.workers):
             raise ClusterError("a synchronous job (ps=0) has no idle worker slots: each pod's TF_CONFIG names the "
                                "workers that run, and `elastimator k8s scale` starts the group again with a new "
@@ -93,7 +98,8 @@ class TFJobSpec:
         default_name = re.sub(r"[^a-z0-9-]+", "-", os.path.basename(conf_file).removesuffix(".py").lower()).strip("-")
         return cls(name=args.name or default_name, conf=args.conf, image=args.image, namespace=args.namespace,
                    ps=args.ps, workers=args.workers, max_workers=args.max_workers, evaluator=args.evaluator,
-                   model_dir=args.model_dir, pvc=args.pvc, cpu=args.cpu, memory=args.memory)
+                   model_dir=args.model_dir, pvc=args.pvc, cpu=args.cpu, memory=args.memory,
+                   autoscale=args.autoscale)
 
     @property
     def worker_slots(self) -> int:
@@ -110,7 +116,8 @@ def _pod_template(spec: TFJobSpec, role: str) -> dict[str, Any]:
 
 
 def pod_template(spec: TFJobSpec, role: str, shard_service: str, extra_env: Sequence[dict[str, Any]] = (),
-                 labels: dict[str, str] | None = None, worker_slots: bool = False) -> dict[str, Any]:
+                 labels: dict[str, str] | None = None, worker_slots: bool = False, api: str = "tfjob"
+                 ) -> dict[str, Any]:
     """The pod template of one role's replicas: `elastimator run` of the conf, its environment (the shard
     service at `shard_service`, the job token from the Secret), its ports and resources, the model-dir claim."""
     env: list[dict[str, Any]] = [
@@ -124,6 +131,12 @@ def pod_template(spec: TFJobSpec, role: str, shard_service: str, extra_env: Sequ
         env.insert(2, {"name": "ELASTIMATOR_WORKER_SLOTS",
                        "value": json.dumps([spec.service_address("worker", i) for i in range(spec.worker_slots)])})
     ports = [{"name": "tfjob-port", "containerPort": TF_PORT}]
+    autoscaling = None
+    if role == "chief" and spec.autoscale:
+        from elastimator.cluster import k8s_autoscale
+
+        autoscaling = k8s_autoscale.chief_settings(spec, api)
+        env.append(autoscaling["env"])
     if role == "chief":
         # Listening beyond loopback is configured here, on purpose: the other pods must reach the service.
         env.append({"name": "ELASTIMATOR_SHARD_SERVICE_LISTEN", "value": f"0.0.0.0:{SHARD_PORT}"})
@@ -139,6 +152,8 @@ def pod_template(spec: TFJobSpec, role: str, shard_service: str, extra_env: Sequ
         "resources": {"requests": {"cpu": spec.cpu, "memory": spec.memory}, "limits": {"memory": spec.memory}},
     }
     pod: dict[str, Any] = {"containers": [container]}
+    if autoscaling is not None:
+        pod["serviceAccountName"] = autoscaling["serviceAccountName"]
     if spec.pvc:
         container["volumeMounts"] = [{"name": "model-dir", "mountPath": spec.model_dir}]
         pod["volumes"] = [{"name": "model-dir", "persistentVolumeClaim": {"claimName": spec.pvc}}]
@@ -178,7 +193,16 @@ def manifest(spec: TFJobSpec) -> list[dict[str, Any]]:
              "metadata": {"name": spec.name, "namespace": spec.namespace},
              "spec": {"runPolicy": {"backoffLimit": spec.backoff_limit, "cleanPodPolicy": "Running"},
                       "tfReplicaSpecs": replicas}}
-    return [secret, network_policy(spec), tfjob]
+    return [secret, network_policy(spec), *autoscaler_objects(spec, "tfjob"), tfjob]  # the account before its pod
+
+
+def autoscaler_objects(spec: TFJobSpec, api: str) -> list[dict[str, Any]]:
+    """The chief autoscaler's ServiceAccount, Role and RoleBinding, where the job autoscales."""
+    if not spec.autoscale:
+        return []
+    from elastimator.cluster import k8s_autoscale
+
+    return k8s_autoscale.rbac(spec, api)
 
 
 def render(documents: list[dict[str, Any]]) -> str:
@@ -220,8 +244,11 @@ def validate(document: dict[str, Any]) -> list[str]:
         return check_model(document, "V1Secret", "Secret")
     if kind == "NetworkPolicy":
         return check_model(document, "V1NetworkPolicy", "NetworkPolicy")
+    if kind in ("ServiceAccount", "Role", "RoleBinding"):
+        return check_model(document, f"V1{kind}", kind)
     if kind != "TFJob":
-        return [f"unexpected kind {kind!r}; a manifest holds a Secret, a NetworkPolicy and a TFJob or a JobSet."]
+        return [f"unexpected kind {kind!r}; a manifest holds a Secret, a NetworkPolicy, a TFJob or a JobSet, and "
+                "for --autoscale a ServiceAccount, Role and RoleBinding."]
     import jsonschema
 
     with open(_SCHEMA) as f:
@@ -298,6 +325,12 @@ def submit(documents: list[dict[str, Any]], api_client=None) -> list[str]:
             client.CoreV1Api(api).create_namespaced_secret(namespace, document)
         elif document["kind"] == "NetworkPolicy":
             client.NetworkingV1Api(api).create_namespaced_network_policy(namespace, document)
+        elif document["kind"] == "ServiceAccount":
+            client.CoreV1Api(api).create_namespaced_service_account(namespace, document)
+        elif document["kind"] == "Role":
+            client.RbacAuthorizationV1Api(api).create_namespaced_role(namespace, document)
+        elif document["kind"] == "RoleBinding":
+            client.RbacAuthorizationV1Api(api).create_namespaced_role_binding(namespace, document)
         elif document["kind"] == "JobSet":
             from elastimator.cluster import jobset
 

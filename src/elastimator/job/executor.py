@@ -204,6 +204,18 @@ def _elastic(conf: JobConf, config: RunConfig, service: ServiceConfig) -> _Elast
     return _Elastic(feed, hooks, listeners, server)
 
 
+def _kubernetes_autoscaler(config: RunConfig):
+    """The chief's worker autoscaler on Kubernetes, running, where the manifest asked for one (None elsewhere)."""
+    from elastimator.cluster import k8s_autoscale
+
+    settings = k8s_autoscale.Settings.from_env()
+    if settings is None or not config.is_chief:
+        return None
+    logger.info("Autoscaling %s %s/%s between %d and %d worker(s), every %.0fs.", settings.api, settings.namespace,
+                settings.name, settings.min_workers, settings.max_workers, settings.every_secs)
+    return k8s_autoscale.Autoscaler(settings, config.model_dir).start()
+
+
 def _chief_evaluates_at_the_end(config: RunConfig) -> bool:
     """Whether this process is the chief of a cluster without an evaluator task, which evaluates and exports the
     final model itself (DLRover's trainer did; tf.estimator's chief left both to an evaluator)."""
@@ -265,6 +277,7 @@ def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: b
     exporter = build_exporter(conf)
     metrics, exports = None, []
     train_spec = TrainSpec(train, max_steps=conf.max_steps, hooks=hooks, saving_listeners=listeners)
+    scaler = _kubernetes_autoscaler(config)
     try:
         if evaluation is None:
             exports = train_only(estimator, train_spec, exporters=[exporter])
@@ -281,6 +294,8 @@ def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: b
     except tf.errors.OpError as error:
         _raise_input_failure(inputs, error)
     finally:
+        if scaler is not None:
+            scaler.stop()
         if elastic is not None:
             elastic.feed.stop()
             if elastic.server is not None:
