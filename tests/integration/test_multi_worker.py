@@ -31,44 +31,41 @@ def _start(index, model_dir, ports, env=None) -> subprocess.Popen:
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **(env or {})))
 
 
-def test_two_workers_all_reduce_into_the_model_one_process_trains_on_the_global_batch(tmp_path):
+def _workers_then_plain(tmp_path, env=None) -> tuple[dict, dict, dict]:
+    """The results of the two workers, then of one process on the same global batches."""
     ports = free_ports(2)
-    workers = [_start(i, tmp_path / "job", ports) for i in range(2)]
+    workers = [_start(i, tmp_path / "job", ports, env) for i in range(2)]
     try:
         chief, worker = [_result(p) for p in workers]
     finally:
         for p in workers:
             if p.poll() is None:
                 p.kill()
-    plain = _result(_start("plain", tmp_path / "plain", ports))
-    assert chief["is_chief"] and not worker["is_chief"]
-    assert chief["replicas"] == worker["replicas"] == 2
-    # Each worker's input_fn got its pipeline: 2 pipelines, ids 0 and 1 (the tutorial's shard arguments).
-    assert chief["input_contexts"] == [[2, 0]] and worker["input_contexts"] == [[2, 1]]
+    return chief, worker, _result(_start("plain", tmp_path / "plain", ports, env))
+
+
+def _assert_trained_alike(chief: dict, plain: dict) -> None:
     assert chief["global_step"] == plain["global_step"] == 10
     np.testing.assert_allclose(chief["losses"], plain["losses"], rtol=1e-4)
     for name, value in plain["weights"].items():
         np.testing.assert_allclose(chief["weights"][name], value, rtol=1e-4, atol=1e-6)
+
+
+def test_two_workers_all_reduce_into_the_model_one_process_trains_on_the_global_batch(tmp_path):
+    chief, worker, plain = _workers_then_plain(tmp_path)
+    assert chief["is_chief"] and not worker["is_chief"]
+    assert chief["replicas"] == worker["replicas"] == 2
+    # Each worker's input_fn got its pipeline: 2 pipelines, ids 0 and 1 (the tutorial's shard arguments).
+    assert chief["input_contexts"] == [[2, 0]] and worker["input_contexts"] == [[2, 1]]
+    _assert_trained_alike(chief, plain)
 
 
 def test_inputs_that_end_at_different_steps_end_the_training_together(tmp_path):
     """Worker 1's input ends 3 batches before worker 0's (tf.estimator 2.15 hung there, worker 0 waiting in the
     all-reduce): both finish, worker 1 training its last batch again meanwhile, and the chief's model is the one a
     single process trains on those global batches."""
-    ports = free_ports(2)
-    env = {"ELASTIMATOR_TEST_UNEVEN": "3"}
-    workers = [_start(i, tmp_path / "job", ports, env) for i in range(2)]
-    try:
-        chief, _ = [_result(p) for p in workers]
-    finally:
-        for p in workers:
-            if p.poll() is None:
-                p.kill()
-    plain = _result(_start("plain", tmp_path / "plain", ports, env))
-    assert chief["global_step"] == plain["global_step"] == 10
-    np.testing.assert_allclose(chief["losses"], plain["losses"], rtol=1e-4)
-    for name, value in plain["weights"].items():
-        np.testing.assert_allclose(chief["weights"][name], value, rtol=1e-4, atol=1e-6)
+    chief, _, plain = _workers_then_plain(tmp_path, {"ELASTIMATOR_TEST_UNEVEN": "3"})
+    _assert_trained_alike(chief, plain)
 
 
 def test_a_worker_killed_mid_job_ends_the_others_with_what_to_do_and_a_restart_resumes(tmp_path):

@@ -120,10 +120,8 @@ def test_a_dead_worker_is_restarted_and_the_job_ends_when_the_chief_has_finished
 
 def test_with_an_evaluator_the_trainers_run_at_a_lower_cpu_priority(tmp_path):
     cluster = FakeCluster()
-    launcher, _, thread, _ = launch(tmp_path, cluster, ps=1, workers=1, evaluator=True)
-    wait_for(lambda: len(cluster.started) == 4, "every task's start")
-    launcher.request_stop()
-    thread.join(timeout=10)
+    launcher, _, thread, result = launch(tmp_path, cluster, ps=1, workers=1, evaluator=True)
+    _stop_once_started(launcher, thread, cluster, 4)
     niced = {p.name: p.command[:3] == ["nice", "-n", "5"] for p in cluster.started}
     assert niced == {"ps-0": False, "chief-0": True, "worker-0": True, "evaluator-0": False}
     assert cluster.latest("chief-0").command[3:6] == [sys.executable, "-m", "elastimator.cli"]
@@ -141,12 +139,16 @@ def test_a_first_step_is_learned_from_the_progress_file(tmp_path):
     assert [e["task"] for e in launcher.events if e["event"] == "first_step"] == ["worker-0"]
 
 
+def _stop_once_started(launcher, thread, cluster, processes: int) -> None:
+    wait_for(lambda: len(cluster.started) == processes, f"{processes} processes")
+    launcher.request_stop()
+    thread.join(timeout=10)
+
+
 def test_a_stop_request_terminates_every_process_and_returns_130(tmp_path):
     cluster = FakeCluster()
     launcher, console, thread, result = launch(tmp_path, cluster, ps=2, workers=2, evaluator=True)
-    wait_for(lambda: len(cluster.started) == 6, "six processes")
-    launcher.request_stop()
-    thread.join(timeout=10)
+    _stop_once_started(launcher, thread, cluster, 6)
     assert result == {"code": 130}
     assert all(p.signals == ["TERM"] for p in cluster.started)
     with open(os.path.join(tmp_path, "model", "launcher", "state.json")) as f:
