@@ -41,7 +41,8 @@ def _act_now(signum: int) -> None:
 
 
 class StopOnSignalHook(tf.compat.v1.train.SessionRunHook):
-    """Turns the first SIGINT/SIGTERM into a stop request.
+    """Turns the first SIGINT/SIGTERM into a stop request (a signal the process was started with ignored stays
+    ignored).
 
     Once the session has closed, `close()` puts the previous handlers back (always) and `deliver()`
     lets a received signal act.
@@ -63,6 +64,8 @@ class StopOnSignalHook(tf.compat.v1.train.SessionRunHook):
         if threading.current_thread() is not threading.main_thread():
             return  # Signal handlers belong to the main thread; elsewhere signals keep their usual effect.
         for signum in SIGNALS:
+            if signal.getsignal(signum) is signal.SIG_IGN:
+                continue  # ignored by whoever started this process (nohup, a background job): it stays ignored
             self._previous[signum] = signal.signal(signum, self._handle)
         read, self._wakeup = os.pipe()
         os.set_blocking(self._wakeup, False)
