@@ -13,6 +13,8 @@ tests hold the job to:
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -72,6 +74,16 @@ def _replays(model_dir) -> np.ndarray:
     counts = tf.train.load_variable(tf.train.latest_checkpoint(str(model_dir)), "counts")
     assert counts.min() >= EPOCHS, f"records lost: {np.flatnonzero(counts < EPOCHS)[:20]}"
     return int(counts.sum() - EPOCHS * RECORDS)
+
+
+def test_a_synchronous_conf_runs_alone_under_elastimator_run(job):
+    """One process, the strategy over this process alone (`elastimator run` sets a TF_CONFIG naming no ps and no
+    other worker, which a synchronous conf must accept): every record trained once per epoch."""
+    env = dict(os.environ, COUNT_STEP_SECS="0")
+    result = subprocess.run([sys.executable, "-m", "elastimator.cli", "run", CONF, "--no-progress"],
+                            capture_output=True, text=True, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _replays(job) == 0
 
 
 def test_a_killed_worker_restarts_the_group_from_the_newest_checkpoint_and_loses_no_record(job):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import logging
 import os
 from typing import Any, Mapping, Sequence
@@ -94,26 +93,19 @@ def _multi_worker(conf: JobConf, config: RunConfig, tf_config: Mapping | None) -
     through TF_CONFIG's cluster, which has no "ps"); an evaluator evaluates alone, on one device."""
     if config.task_type == TaskType.EVALUATOR:
         return config
-    described = tf_config if tf_config is not None else _env_tf_config()
-    if TaskType.PS in described.get("cluster", {}):
+    if config.cluster_spec.as_dict().get(TaskType.PS):
         raise ConfError(f"conf {conf.name}: strategy 'multi_worker_mirrored' all-reduces among the chief and "
                         "workers and has no parameter servers, but TF_CONFIG's cluster lists \"ps\" tasks. Launch "
                         "it without them (`elastimator launch` does, for this strategy), or set strategy "
                         "'parameter_server'.")
-    resolver = None
-    if tf_config is not None and described.get("cluster"):  # this cluster, not the environment's
+    resolver = None  # the cluster TF_CONFIG names
+    if not config.cluster.is_distributed:  # `elastimator run` alone: one worker, this process
+        resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(tf.train.ClusterSpec({}))
+    elif tf_config is not None:  # this cluster, not the environment's
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
-            tf.train.ClusterSpec(described["cluster"]), task_type=config.task_type, task_id=config.task_id,
-            rpc_layer="grpc")
+            config.cluster_spec, task_type=config.task_type, task_id=config.task_id, rpc_layer="grpc")
     strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
     return config.replace(train_distribute=strategy)
-
-
-def _env_tf_config() -> dict:
-    try:
-        return json.loads(os.environ.get("TF_CONFIG") or "{}")
-    except ValueError:
-        return {}  # RunConfig has said what is wrong with it
 
 
 def build_estimator(conf: JobConf, config: RunConfig) -> Estimator:
