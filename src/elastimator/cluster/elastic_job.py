@@ -83,9 +83,7 @@ def convert(elastic_job: dict[str, Any], api: str = "tfjob") -> Conversion:
         notes.append(f"spec.distributionStrategy {strategy!r}: unknown; converted as ParameterServerStrategy.")
     if synchronous and counts.get("ps"):
         notes.append("replicaSpecs.ps: an AllreduceStrategy job has no parameter servers; left out.")
-    containers = {role: _container(role, replica) for role, replica in roles.items()}
-    first = next(iter(containers.values()))
-    command = _command(first.get("command", []) + first.get("args", []))
+    first = _container(*next(iter(roles.items())))  # the image and the conf, for the spec; each role overlays its own
     workers = counts.get("worker", 0)
     if workers and "chief" not in counts:
         notes.append(f"replicaSpecs.worker: {workers} worker(s), DLRover's worker 0 being the chief: a Chief and "
@@ -103,7 +101,7 @@ def convert(elastic_job: dict[str, Any], api: str = "tfjob") -> Conversion:
                      "fixed).")
     job = k8s.TFJobSpec(
         name=metadata.get("name", "job"), namespace=metadata.get("namespace", "default"),
-        conf=_conf(command) or "conf", image=first.get("image", ""),
+        conf=_conf(first.get("command", []) + first.get("args", [])) or "conf", image=first.get("image", ""),
         ps=0 if synchronous else counts.get("ps", 1), workers=workers,
         evaluator=bool(counts.get("evaluator")), autoscale=autoscaled, max_workers=max_workers,
         backoff_limit=max([int(r.get("restartCount", 3)) for r in roles.values()] or [3]))
@@ -118,8 +116,7 @@ def convert(elastic_job: dict[str, Any], api: str = "tfjob") -> Conversion:
         templates = {role: replicas[kind]["template"] for role, kind in k8s.REPLICA_TYPES.items() if kind in replicas}
     for role, template in templates.items():
         source = roles.get(role) or roles.get("worker") or next(iter(roles.values()))  # a chief like the workers
-        _overlay(template, source, _command(_container(role, source).get("command", []) +
-                                           _container(role, source).get("args", [])), role, notes)
+        _overlay(template, source, role, notes)
     return Conversion(documents, notes)
 
 
@@ -177,11 +174,11 @@ def _conf(command: list[str]) -> str | None:
     return None
 
 
-def _overlay(template: dict[str, Any], replica: dict[str, Any], command: list[str], role: str,
-             notes: list[str]) -> None:
+def _overlay(template: dict[str, Any], replica: dict[str, Any], role: str, notes: list[str]) -> None:
     """Lays an ElasticJob role's container and pod fields over elastimator's pod template for that role."""
     source_pod = replica.get("template", {}).get("spec", {})
     source = _container(role, replica)
+    command = _command(source.get("command", []) + source.get("args", []))
     pod = template["spec"]
     container = pod["containers"][0]
     if command:

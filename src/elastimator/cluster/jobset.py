@@ -60,8 +60,9 @@ def host(spec_name: str, subdomain: str, role: str, index: int, port: int = TF_P
 
 
 def roles(spec: TFJobSpec) -> dict[str, int]:
-    """Each role's task count, workers by slot (the evaluator is not a cluster member)."""
-    counts = {"ps": spec.ps, "chief": 1, "worker": spec.worker_slots if not spec.synchronous else spec.workers}
+    """Each role's task count, workers by slot (a synchronous job's slots are its workers; the evaluator is not a
+    cluster member)."""
+    counts = {"ps": spec.ps, "chief": 1, "worker": spec.worker_slots}
     return {role: count for role, count in counts.items() if count}
 
 

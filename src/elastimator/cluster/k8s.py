@@ -116,8 +116,7 @@ def _pod_template(spec: TFJobSpec, role: str) -> dict[str, Any]:
 
 
 def pod_template(spec: TFJobSpec, role: str, shard_service: str, extra_env: Sequence[dict[str, Any]] = (),
-                 labels: dict[str, str] | None = None, worker_slots: bool = False, api: str = "tfjob"
-                 ) -> dict[str, Any]:
+                 worker_slots: bool = False, api: str = "tfjob") -> dict[str, Any]:
     """The pod template of one role's replicas: `elastimator run` of the conf, its environment (the shard
     service at `shard_service`, the job token from the Secret), its ports and resources, the model-dir claim."""
     env: list[dict[str, Any]] = [
@@ -157,8 +156,7 @@ def pod_template(spec: TFJobSpec, role: str, shard_service: str, extra_env: Sequ
     if spec.pvc:
         container["volumeMounts"] = [{"name": "model-dir", "mountPath": spec.model_dir}]
         pod["volumes"] = [{"name": "model-dir", "persistentVolumeClaim": {"claimName": spec.pvc}}]
-    return {"metadata": {"labels": {"app.kubernetes.io/name": "elastimator", "elastimator/job": spec.name,
-                                    **(labels or {})}},
+    return {"metadata": {"labels": {"app.kubernetes.io/name": "elastimator", "elastimator/job": spec.name}},
             "spec": pod}
 
 

@@ -56,11 +56,14 @@ class Settings:
 
 def rbac(spec, api: str) -> list[dict[str, Any]]:
     """The ServiceAccount, Role and RoleBinding of the chief's autoscaler."""
-    group, plural = ("jobset.x-k8s.io", "jobsets") if api == "jobset" else ("kubeflow.org", "tfjobs")
+    from elastimator.cluster import jobset, k8s
+
+    group, plural = (jobset.GROUP, jobset.PLURAL) if api == "jobset" else (k8s.GROUP, k8s.PLURAL)
     name, namespace = f"{spec.name}-scaler", spec.namespace
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace}},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": name, "namespace": namespace},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": name, "namespace": namespace},
          "rules": [{"apiGroups": [group], "resources": [plural], "resourceNames": [spec.name],
                     "verbs": ["get", "patch"]}]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",

@@ -88,11 +88,6 @@ class Job:
     def alive_workers(self) -> int:
         return sum(1 for c in self.children.values() if c.task.role == "worker" and c.state.alive)
 
-    def group_restarts(self) -> int:
-        """How often a synchronous job's group was started again after a failure (the chief's count)."""
-        chief = self.children.get(Task("chief").name)
-        return chief.restarts if chief is not None else 0
-
 
 @dataclasses.dataclass(frozen=True)
 class Policy:
