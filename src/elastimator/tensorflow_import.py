@@ -26,6 +26,8 @@ import tempfile
 import threading
 import warnings
 
+from elastimator import _import_hooks
+
 OLDEST = (2, 16)
 NEWEST_TESTED = (2, 21)
 _INSTALL_HINT = "pip install 'tensorflow>=2.16,<2.22' 'tf-keras>=2.16,<2.22' (tensorflow[and-cuda] for GPUs)"
@@ -236,34 +238,17 @@ class _QuietTensorFlowFinder(importlib.abc.MetaPathFinder):
         if fullname != "tensorflow":
             return None
         sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader = _QuietLoader(spec.loader)
-        return spec
+        return _import_hooks.around_execution(importlib.util.find_spec(fullname), _quiet_start)
 
 
-class _QuietLoader(importlib.abc.Loader):
-    """A loader that runs another's `exec_module` with TensorFlow's load-time native lines held back."""
-
-    def __init__(self, loader):
-        self._loader = loader
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        module.__loader__ = self._loader  # what the module reports, as if nobody had stepped in
-        if module.__spec__ is not None:
-            module.__spec__.loader = self._loader
-        with _native_stderr_filtered(_QUIET_START_NOISE):
-            self._loader.exec_module(module)
-            # The GPU platform's first look for a driver happens here, not at the first session: on a machine
-            # without one it prints "failed call to cuInit", which reads like a failure and is none. (Listing
-            # physical devices leaves them configurable: set_logical_device_configuration still works.)
-            module.config.list_physical_devices("GPU")
-
-    def __getattr__(self, name):
-        return getattr(self._loader, name)
+@contextlib.contextmanager
+def _quiet_start(module):
+    with _native_stderr_filtered(_QUIET_START_NOISE):
+        yield
+        # The GPU platform's first look for a driver happens here, not at the first session: on a machine
+        # without one it prints "failed call to cuInit", which reads like a failure and is none. (Listing
+        # physical devices leaves them configurable: set_logical_device_configuration still works.)
+        module.config.list_physical_devices("GPU")
 
 
 @contextlib.contextmanager

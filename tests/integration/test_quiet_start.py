@@ -93,3 +93,58 @@ def test_a_program_that_imports_elastimator_first_starts_quietly():
     # What the session prints as it runs stays, as 2.15 printed it ("MLIR V1 optimization pass is not enabled").
     loud = _native_lines("import tensorflow as tf\nimport elastimator\n" + TRAIN)
     assert sum("oneDNN custom operations" in line for line in loud) >= 1, loud
+
+
+KERAS_PACKAGES = "sorted(m for m in ('keras', 'tf_keras') if m in sys.modules)"
+PLAIN_MODEL_FN = ("def model_fn(features, labels, mode):\n"
+                  "    w = tf.compat.v1.get_variable('w', [1])\n"
+                  "    if mode == est.ModeKeys.PREDICT:\n"
+                  "        return est.EstimatorSpec(mode, predictions={'y': features['x'] * w})\n"
+                  "    loss = tf.reduce_mean(tf.square(features['x'] * w - tf.cast(labels, tf.float32)))\n"
+                  "    op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(\n"
+                  "        loss, tf.compat.v1.train.get_global_step())\n"
+                  f"    print('keras when the model is built:', {KERAS_PACKAGES}, flush=True)\n"
+                  "    return est.EstimatorSpec(mode, loss=loss, train_op=op)\n")
+
+
+def test_compat_leaves_keras_for_the_scripts_first_use(tmp_path):
+    """`python -m elastimator.compat` runs a tf.estimator script without loading Keras (60 to 150 MB) until the
+    script touches tf.keras, and tf.keras.estimator is elastimator's then."""
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import sys\nimport numpy as np\nimport tensorflow as tf\nest = tf.estimator\n" + PLAIN_MODEL_FN
+        + "x = np.ones((8, 1), np.float32)\n"
+        "import tensorflow.compat.v1 as tf1  # a module object of its own, made by this import\n"
+        "tf.estimator.Estimator(model_fn).train(\n"
+        "    tf1.estimator.inputs.numpy_input_fn({'x': x}, x, shuffle=False), steps=2)\n"
+        f"print('keras after training:', {KERAS_PACKAGES})\n"
+        "print('tf.keras.estimator:', tf.keras.estimator.model_to_estimator.__module__)\n")
+    result = subprocess.run([sys.executable, "-m", "elastimator.compat", str(script)], capture_output=True,
+                            text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "keras when the model is built: []" in result.stdout
+    assert "keras after training: []" in result.stdout
+    assert "tf.keras.estimator: elastimator.keras.model_to_estimator" in result.stdout
+
+
+def test_run_leaves_keras_for_the_models_first_use(tmp_path):
+    """`elastimator run` of a conf whose model_fn uses no Keras layers never loads Keras."""
+    (tmp_path / "train.csv").write_text("x,y\n" + "".join(f"{i / 10},{i % 2}\n" for i in range(20)))
+    conf = tmp_path / "plain_conf.py"
+    conf.write_text(
+        "import os\nimport sys\nimport tensorflow as tf\nimport elastimator as est\n"
+        "from elastimator import Column, FileReader\n"
+        + PLAIN_MODEL_FN
+        + "HERE = os.path.dirname(os.path.abspath(__file__))\n"
+        "COLUMNS = [Column.create('x', 'float32'), Column.create('y', 'int', is_label=True)]\n"
+        "class PlainConf:\n"
+        "    classifier_class = model_fn\n"
+        "    model_dir = os.path.join(HERE, 'model')\n"
+        "    max_steps = 5\n"
+        "    batch_size = 4\n"
+        "    train_set = {'reader': FileReader(os.path.join(HERE, 'train.csv'), skip_header=True),\n"
+        "                 'columns': COLUMNS, 'epoch': None}\n")
+    result = subprocess.run([CLI, "run", f"{conf}:PlainConf", "--no-progress"], capture_output=True, text=True,
+                            timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "keras when the model is built: []" in result.stdout

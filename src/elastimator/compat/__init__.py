@@ -27,12 +27,17 @@ opt-in, idempotent, and `uninstall()` undoes it.
 
 from __future__ import annotations
 
+import importlib
 import importlib.abc
 import sys
 
-import tensorflow as tf
+from elastimator.tensorflow_import import require_supported
 
+tf = require_supported()  # Imported by elastimator, TensorFlow leaves Keras for the program's first use of it.
+
+# pylint: disable=wrong-import-position
 from elastimator.compat import api, deeprec, dlrover
+from elastimator.compat.keras_estimator import KerasEstimator
 
 __all__ = ["install", "installed", "uninstall"]
 
@@ -69,6 +74,7 @@ class _State:
         self.attributes: list[tuple[object, str, object]] = []
         """(owner, attribute, the value it had or _ABSENT), in the order they were set."""
         self.finder: _MissingModuleFinder | None = None
+        self.keras: KerasEstimator | None = None
 
 
 _state: _State | None = None
@@ -85,11 +91,6 @@ def install() -> None:
     global _state  # pylint: disable=global-statement  # The one process-wide switch; see the module docstring.
     if _state is not None:
         return
-    # tf.keras loads on first attribute access, and loading it replaces TensorFlow's module objects
-    # (tf.compat.v1 among them): load it before taking them.
-    keras_modules = (tf.keras, tf.compat.v1.keras)
-    for keras_module in keras_modules:
-        getattr(keras_module, "Model")
     state = _State()
     public = api.public_modules()
     top = api._module(_TOP, "tensorflow_estimator, served by elastimator.compat.",  # pylint: disable=protected-access
@@ -111,17 +112,22 @@ def install() -> None:
     keras_estimator = api._module(  # pylint: disable=protected-access
         "tensorflow.keras.estimator", "tf.keras.estimator, served by elastimator.",
         model_to_estimator=api.model_to_estimator)
-    for owner, value in ((tf, public["v2"]), (tf.compat.v1, public["v1"]), (tf.compat.v2, public["v2"]),
-                         (tf_python, modules["tensorflow.python.estimator"])):
+    owners = [(tf, public["v2"]), (tf_python, modules["tensorflow.python.estimator"])]
+    for version in ("v1", "v2"):
+        # `tf.compat.v1` is TensorFlow's `tensorflow._api.v2.compat.v1`; the first `import tensorflow.compat.v1`
+        # (a program's, or tf-keras's as Keras loads) makes a module object of that name and rebinds `tf.compat`
+        # to its parent. Made now, both objects get the attribute, whichever a program reaches.
+        importlib.import_module(f"tensorflow.compat.{version}")
+        owners += [(sys.modules[f"tensorflow._api.v2.compat.{version}"], public[version]),
+                   (sys.modules[f"tensorflow.compat.{version}"], public[version])]
+    for owner, value in owners:
         if "estimator" not in vars(owner):
             setattr(owner, "estimator", value)
             state.attributes.append((owner, "estimator", _ABSENT))
     for owner, name, value in deeprec.attributes():
         state.attributes.append((owner, name, vars(owner).get(name, _ABSENT)))
         setattr(owner, name, value)
-    for keras_module in keras_modules:  # tf-keras has a tf.keras.estimator of its own that needs tf.estimator
-        state.attributes.append((keras_module, "estimator", vars(keras_module).get("estimator", _ABSENT)))
-        setattr(keras_module, "estimator", keras_estimator)
+    state.keras = KerasEstimator(keras_estimator)
     state.finder = _MissingModuleFinder(roots)
     sys.meta_path.append(state.finder)
     _state = state
@@ -141,4 +147,6 @@ def uninstall() -> None:
             setattr(owner, attribute, previous)
     if _state.finder in sys.meta_path:
         sys.meta_path.remove(_state.finder)
+    if _state.keras is not None:
+        _state.keras.remove()
     _state = None

@@ -12,9 +12,9 @@ has no checkpoint yet.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Any, Callable, Mapping
 
-import keras
 import numpy as np
 import tensorflow as tf
 
@@ -72,11 +72,19 @@ def model_to_estimator(keras_model=None, keras_model_path: str | None = None, cu
     if (keras_model is None) == (keras_model_path is None):
         raise ConfigError("model_to_estimator: pass exactly one of keras_model or keras_model_path.")
     if keras_model_path is not None:
-        loader = keras if str(keras_model_path).endswith(".keras") else _tf_keras()
+        loader = _keras() if str(keras_model_path).endswith(".keras") else _tf_keras()
         keras_model = loader.models.load_model(keras_model_path, custom_objects=custom_objects)
     blueprint = _blueprint(keras_model, dict(custom_objects or {}), dict(metric_names_map or {}), optimizer)
     return Estimator(model_fn=_model_fn_for(blueprint), model_dir=model_dir, config=config,
                      warm_start_from=warm_start_from)
+
+
+# Keras is imported where it is used, not with elastimator: a process that never builds a Keras model (an
+# `elastimator run` of a model_fn, a compat program without tf.keras) does not pay for loading it.
+def _keras():
+    import keras  # pylint: disable=import-outside-toplevel
+
+    return keras
 
 
 def _tf_keras():
@@ -85,10 +93,16 @@ def _tf_keras():
     return tf_keras
 
 
+def _is_keras3(model) -> bool:
+    """Whether `model` is a Keras 3 model (Keras is loaded if there is one)."""
+    keras = sys.modules.get("keras")
+    return keras is not None and isinstance(model, keras.Model)
+
+
 def _keras_of(model):
     """The Keras module `model` belongs to, or None."""
-    if isinstance(model, keras.Model):
-        return keras
+    if _is_keras3(model):
+        return _keras()
     if type(model).__module__.startswith("tf_keras.") and isinstance(model, _tf_keras().Model):
         return _tf_keras()
     return None
@@ -99,7 +113,8 @@ def _blueprint(model, custom_objects, metric_names_map, optimizer) -> _Blueprint
     if kmodule is None:
         raise ConfigError(f"model_to_estimator: expected a Keras model (keras.Model or tf.keras.Model); got "
                           f"{type(model).__module__}.{type(model).__name__}.")
-    compiled_flag = getattr(model, "compiled", None) if kmodule is keras else getattr(model, "_is_compiled", None)
+    keras3 = kmodule.__name__ == "keras"
+    compiled_flag = getattr(model, "compiled", None) if keras3 else getattr(model, "_is_compiled", None)
     if not compiled_flag or getattr(model, "optimizer", None) is None:
         raise ConfigError(f"model_to_estimator: model {model.name!r} is not compiled. Call "
                           "model.compile(optimizer=..., loss=...) first; the estimator trains with what compile set.")
@@ -108,7 +123,7 @@ def _blueprint(model, custom_objects, metric_names_map, optimizer) -> _Blueprint
     losses, weights = _losses(kmodule, model.loss, compiled.get("loss_weights"), outputs)
     if optimizer is not None:
         factory = optimizers.prepare(optimizer)
-    elif kmodule is keras:
+    elif keras3:
         factory = optimizers.optimizer_factory(model.optimizer)
     else:
         factory = optimizers.prepare(model.optimizer)  # tf-keras: its legacy twin, as tf.estimator 2.15 used
@@ -176,7 +191,7 @@ def _model_fn_for(blueprint: _Blueprint) -> Callable:
 
 def _layer_updates(model) -> list:
     """A tf-keras model's pending state updates in this graph (batch-norm statistics); Keras 3 has none here."""
-    if isinstance(model, keras.Model):
+    if _is_keras3(model):
         return []
     return [u for u in getattr(model, "updates", None) or () if isinstance(u, (tf.Tensor, tf.Operation))]
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Callable
 
 import tensorflow as tf
-import tf_keras
 
 from elastimator.errors import ConfigError
 from elastimator.premade.canned import CannedEstimator, Part, classification_head
@@ -29,8 +28,14 @@ from elastimator.premade.sequential_head import SequentialHead
 
 MODEL_SCOPE = "rnn_model"
 DEFAULT_LEARNING_RATE = 0.05
-CELL_TYPES = {"simple_rnn": tf_keras.layers.SimpleRNNCell, "lstm": tf_keras.layers.LSTMCell,
-              "gru": tf_keras.layers.GRUCell}
+CELL_TYPES = {"simple_rnn": "SimpleRNNCell", "lstm": "LSTMCell", "gru": "GRUCell"}
+"""The `cell_type` names, each with the tf-keras layer it makes."""
+
+
+def _tf_keras():
+    import tf_keras  # pylint: disable=import-outside-toplevel  # loaded when an RNN estimator is made, not before
+
+    return tf_keras
 
 
 class _UseDefault:
@@ -56,13 +61,15 @@ def rnn_cell_fn_of(units, cell_type, rnn_cell_fn) -> Callable[[], object]:
         raise ConfigError("RNN estimators: pass units (hidden units per RNN layer, e.g. [32, 16]) or an "
                           "rnn_cell_fn.")
     units = check_hidden_units(units, "units")
-    cell_class = CELL_TYPES["simple_rnn"] if cell_type is USE_DEFAULT else CELL_TYPES.get(cell_type, cell_type)
+    name = "simple_rnn" if cell_type is USE_DEFAULT else cell_type
+    cell_class = getattr(_tf_keras().layers, CELL_TYPES[name]) if isinstance(name, str) and name in CELL_TYPES \
+        else cell_type
     if not callable(cell_class):
         raise ConfigError(f"cell_type: expected one of {sorted(CELL_TYPES)} or a cell class; got {cell_type!r}.")
 
     def make_cell():
         cells = [cell_class(width) for width in units]
-        return cells[0] if len(cells) == 1 else tf_keras.layers.StackedRNNCells(cells)
+        return cells[0] if len(cells) == 1 else _tf_keras().layers.StackedRNNCells(cells)
     return make_cell
 
 
@@ -116,9 +123,9 @@ class RNNEstimator(CannedEstimator):
 
     def _rnn_logits(self, steps: tf.Tensor, mask: tf.Tensor, training: bool) -> tf.Tensor:
         with tf.compat.v1.variable_scope(MODEL_SCOPE):
-            rnn = tf_keras.layers.RNN(self._cell_fn(), return_sequences=self._return_sequences, name="rnn")
+            rnn = _tf_keras().layers.RNN(self._cell_fn(), return_sequences=self._return_sequences, name="rnn")
             outputs = rnn(steps, mask=mask, training=training)
-            return tf_keras.layers.Dense(self.head.logits_dimension, name="logits")(outputs)
+            return _tf_keras().layers.Dense(self.head.logits_dimension, name="logits")(outputs)
 
 
 class RNNClassifier(RNNEstimator):

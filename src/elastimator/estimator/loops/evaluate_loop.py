@@ -13,7 +13,8 @@ from elastimator._validate import is_int
 from elastimator.errors import CheckpointError, ConfigError
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.graph import model_graph, replicas
-from elastimator.estimator.loops import hooks as engine_hooks, sessions
+from elastimator.estimator.loops import hooked_session, sessions
+from elastimator.estimator.loops import hooks as engine_hooks
 from elastimator.estimator.saving import checkpoints
 
 logger = logging.getLogger("elastimator")
@@ -92,7 +93,7 @@ def evaluate(
             all_hooks.append(engine_hooks.StopAfterStepsHook(steps))
         creator = sessions.restoring_session_creator(spec, config, checkpoint, config.evaluation_master)
         batches = 0
-        with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=all_hooks) as session:
+        with hooked_session.ReusingMonitoredSession(creator, all_hooks) as session:
             while not session.should_stop():
                 session.run(update)
                 batches += 1

@@ -9,7 +9,8 @@ import tensorflow as tf
 from elastimator.errors import ModelFnError
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.graph import model_graph
-from elastimator.estimator.loops import hooks as engine_hooks, sessions
+from elastimator.estimator.loops import hooked_session, sessions
+from elastimator.estimator.loops import hooks as engine_hooks
 from elastimator.estimator.saving import checkpoints
 
 
@@ -60,7 +61,7 @@ def predict(
         predictions = select(built.spec.predictions, predict_keys)
         creator = sessions.restoring_session_creator(built.spec, config, checkpoint, config.master)
         all_hooks = list(built.input_hooks) + user_hooks + list(built.spec.prediction_hooks)
-        with tf.compat.v1.train.MonitoredSession(session_creator=creator, hooks=all_hooks) as session:
+        with hooked_session.ReusingMonitoredSession(creator, all_hooks) as session:
             while not session.should_stop():
                 batch = session.run(predictions)
                 if not yield_single_examples:

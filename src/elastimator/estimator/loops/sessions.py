@@ -6,7 +6,6 @@ import logging
 import time
 
 import tensorflow as tf
-from tensorflow.python.training import monitored_session  # pylint: disable=no-name-in-module
 
 from elastimator._network import reachable
 from elastimator.errors import ClusterError
@@ -45,18 +44,6 @@ class WorkerSessionCreator(tf.compat.v1.train.SessionCreator):
             recovery_wait_secs=self._poll_secs,
         )
         return manager.wait_for_session(self._master, config=self._config, max_wait_secs=self._max_wait_secs)
-
-
-class UnrecoveringSession(monitored_session._MonitoredSession):  # pylint: disable=protected-access
-    """A MonitoredSession that ends with an AbortedError or UnavailableError instead of re-creating its session.
-
-    Under a strategy over several processes, one process gone aborts the collectives; a session re-created
-    then waits on them forever (its first checkpoint save hangs). The error ends this process's training
-    instead, so that the whole group restarts from the newest checkpoint.
-    """
-
-    def __init__(self, session_creator, hooks):
-        super().__init__(session_creator, hooks, should_recover=False)
 
 
 def training_session_creator(scaffold, config, model_dir: str, session_config=None,

@@ -13,7 +13,7 @@ from elastimator.errors import ClusterError, ConfigError
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.tf_config import TaskType
 from elastimator.estimator.graph import model_graph, replicas
-from elastimator.estimator.loops import interrupt, peer_watch, sessions
+from elastimator.estimator.loops import hooked_session, interrupt, peer_watch, sessions
 from elastimator.estimator.loops import hooks as engine_hooks
 from elastimator.estimator.saving import checkpoints
 from elastimator.estimator.step import multi_step, steps_per_call, training_step
@@ -179,8 +179,10 @@ def train(
                 scaffold, config, model_dir,
                 session_config=replicas.session_config(strategy, config.effective_session_config()),
                 every_task_initializes=several_processes)
-            monitored = sessions.UnrecoveringSession if several_processes else tf.compat.v1.train.MonitoredSession
-            with monitored(session_creator=creator, hooks=all_hooks) as session:
+            # Several processes: an aborted collective ends the session instead of re-creating it (the group
+            # restarts from the newest checkpoint; a re-created session would wait on the collectives forever).
+            with hooked_session.ReusingMonitoredSession(creator, all_hooks,
+                                                        should_recover=not several_processes) as session:
                 while not session.should_stop():
                     try:
                         _, loss = session.run([spec.train_op, spec.loss])
