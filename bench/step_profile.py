@@ -3,11 +3,13 @@
 Run:  python bench/step_profile.py [--steps 400] [--traced 20]
 
 Trains the DeepFM-like model of deepfm.py (batch 512) one step per session call,
-as a program with its own per-step hook does, under elastimator and under
+as a program with its own per-step hook does, with default settings (summaries
+and step counts every 100 steps; a checkpoint only at the end), under elastimator and under
 tf.estimator 2.15 (each in its own process; 2.15 from bench/.venv-tf215, see
 frameworks.py). For each it reports, as medians over steps:
 
-- the wall time of a call, between one after_run and the next (untraced steps);
+- the wall time of a call, between one after_run and the next (untraced steps),
+  and of the same step run through a bare `Session.make_callable` afterwards;
 - the executor's span in traced steps (RunOptions FULL_TRACE, as ProfilerHook
   asks for it): first kernel start to last kernel end;
 - the time at least one kernel runs within that span, and the kernels' summed
@@ -56,12 +58,12 @@ def _union_micros(intervals: list[tuple[int, int]]) -> int:
 
 
 def _machine_rates(tf) -> dict:
-    """Matmul FLOP/s and fused multiply-add bytes/s of this process's CPU, all cores."""
+    """Matmul FLOP/s and element-wise add bytes/s of this process's CPU, all cores."""
     n, elements = 2048, 16 * 2**20
     a = tf.random.stateless_uniform([n, n], seed=[1, 2])
     x, y = (tf.random.stateless_uniform([elements], seed=[3, s]) for s in (4, 5))
-    matmul = tf.function(lambda: tf.reduce_sum(tf.linalg.matmul(a, a)))
-    fma = tf.function(lambda: tf.reduce_sum(x * 1.0001 + y))
+    matmul = tf.function(lambda: tf.linalg.matmul(a, a)[-1, -1])
+    add = tf.function(lambda: tf.math.add(x, y)[-1])  # reads x and y, writes their sum: 3 x 64 MB
 
     def best_of(fn, repeats: int) -> float:
         fn().numpy()
@@ -73,8 +75,7 @@ def _machine_rates(tf) -> dict:
         return min(times)
 
     return {"matmul_flops_per_sec": 2 * n**3 / best_of(matmul, 10),
-            # read x and y, write the sum (read again by the reduction, from cache or not: counted once)
-            "fma_bytes_per_sec": 3 * 4 * elements / best_of(fma, 10)}
+            "add_bytes_per_sec": 3 * 4 * elements / best_of(add, 10)}
 
 
 def profile(framework: str, steps: int, traced: int) -> dict:
@@ -112,11 +113,20 @@ def profile(framework: str, steps: int, traced: int) -> dict:
                 self.walls.append(now - self.last)
             self.last = now
 
+        def end(self, session):
+            # The same step through a bare callable: no hooks, no MonitoredSession, nothing fetched.
+            step = session.make_callable(tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.TRAIN_OP)[0])
+            self.bare = []
+            for _ in range(100):
+                started = time.perf_counter()
+                step()
+                self.bare.append(time.perf_counter() - started)
+
     hook = StepProfile()
     with tempfile.TemporaryDirectory() as model_dir:
         estimator = est.Estimator(deepfm.make_model_fn(est), model_dir=model_dir,
-                                  config=est.RunConfig(tf_random_seed=1, save_checkpoints_steps=steps * 2,
-                                                       save_summary_steps=steps * 2, log_step_count_steps=steps * 2))
+                                  # default settings, but no checkpoint until the end
+                                  config=est.RunConfig(tf_random_seed=1, save_checkpoints_steps=steps * 2))
         estimator.train(lambda: deepfm.dataset(512), steps=steps, hooks=[hook])
 
     spans, busy, kernels = [], [], collections.Counter()
@@ -130,20 +140,24 @@ def profile(framework: str, steps: int, traced: int) -> dict:
             label = node.timeline_label
             kind = label.split(" = ", 1)[1].split("(", 1)[0] if " = " in label else node.node_name
             kernels[kind.removeprefix("_MklNative").removeprefix("_Mkl")] += node.all_end_rel_micros
-    options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
-    options["output"] = "none"
-    counted = tf.compat.v1.profiler.profile(hook.graph, run_meta=hook.metadata[-1], cmd="op",
+    # The model's float ops as the profiler counts them, optimizer scopes left out (v1 Adam's element-wise ops
+    # under tf.estimator; the fused kernel has no count): Adam is counted for both from its elements.
+    builder = tf.compat.v1.profiler.ProfileOptionBuilder
+    options = builder(builder.float_operation()).with_node_names(hide_name_regexes=[".*Adam.*"]) \
+        .with_empty_output().build()
+    counted = tf.compat.v1.profiler.profile(hook.graph, run_meta=hook.metadata[-1], cmd="scope",
                                             options=options).total_float_ops
     wall = statistics.median(hook.walls)
     flops = counted + ADAM_FLOPS_PER_ELEMENT * hook.adam_elements
     return {
         "framework": framework, "tensorflow": tf.__version__, "untimed_calls": len(hook.walls),
         "traced_steps": len(hook.metadata),
-        "call_wall_ms": wall * 1e3,
+        "call_wall_ms": wall * 1e3, "bare_call_ms": statistics.median(hook.bare[10:]) * 1e3,
         "executor_span_ms": statistics.median(spans) / 1e3,
         "kernel_running_ms": statistics.median(busy) / 1e3,
         "kernel_sum_ms": sum(kernels.values()) / len(hook.metadata) / 1e3,
         "kernels_ms_by_op": {k: v / len(hook.metadata) / 1e3 for k, v in kernels.most_common(12)},
+        "adam_kernel_ms": kernels["ResourceApplyAdam"] / len(hook.metadata) / 1e3,
         "profiler_float_ops": counted, "adam_elements": hook.adam_elements, "step_float_ops": flops,
         **_machine_rates(tf),
     }
@@ -153,10 +167,16 @@ def _derived(p: dict) -> dict:
     """The split of a call and the machine fractions."""
     return {
         "outside_executor_ms": p["call_wall_ms"] - p["executor_span_ms"],
+        "hooks_and_session_ms": p["call_wall_ms"] - p["bare_call_ms"],
         "executor_gaps_ms": p["executor_span_ms"] - p["kernel_running_ms"],
         "kernel_share_of_call": p["kernel_running_ms"] / p["call_wall_ms"],
         "flops_fraction_of_matmul_peak": p["step_float_ops"] / (p["call_wall_ms"] / 1e3)
         / p["matmul_flops_per_sec"],
+        # The fused kernel reads variable, both moments and the gradient and writes the first three: 7 x 4 bytes
+        # per element, in the kernel time one thread would have taken (summed over threads). Only elastimator
+        # runs it on every table.
+        "adam_bytes_per_sec": 28 * p["adam_elements"] / (p["adam_kernel_ms"] / 1e3)
+        if p["framework"] == "elastimator" else None,
     }
 
 
@@ -165,23 +185,28 @@ def _markdown(result: dict) -> str:
     names = list(profiles)
     rows = [
         ("call wall time (untraced), ms", "call_wall_ms", "{:.2f}"),
+        ("the step through a bare callable, ms", "bare_call_ms", "{:.2f}"),
+        ("hooks and MonitoredSession (call - bare), ms", "hooks_and_session_ms", "{:.2f}"),
         ("executor span (traced), ms", "executor_span_ms", "{:.2f}"),
         ("some kernel running, ms", "kernel_running_ms", "{:.2f}"),
-        ("outside the executor (session call, hooks), ms", "outside_executor_ms", "{:.2f}"),
+        ("outside the executor (session call, hooks), at least, ms", "outside_executor_ms", "{:.2f}"),
         ("gaps between kernels, ms", "executor_gaps_ms", "{:.2f}"),
         ("kernels summed over threads, ms", "kernel_sum_ms", "{:.2f}"),
         ("kernel running / call", "kernel_share_of_call", "{:.0%}"),
-        ("step float ops (profiler + Adam), M", "step_float_ops", "{:.1f}"),
+        ("model float ops (profiler, optimizer left out), M", "profiler_float_ops", "{:.1f}"),
+        ("step float ops (model + Adam), M", "step_float_ops", "{:.1f}"),
         ("machine matmul peak, GFLOP/s", "matmul_flops_per_sec", "{:.1f}"),
         ("step FLOP/s / matmul peak", "flops_fraction_of_matmul_peak", "{:.2%}"),
-        ("machine fused multiply-add, GB/s", "fma_bytes_per_sec", "{:.1f}"),
+        ("Adam kernel's memory traffic, GB/s", "adam_bytes_per_sec", "{:.1f}"),
+        ("machine element-wise add, GB/s", "add_bytes_per_sec", "{:.1f}"),
     ]
-    scale = {"step_float_ops": 1e-6, "matmul_flops_per_sec": 1e-9, "fma_bytes_per_sec": 1e-9}
+    scale = {"step_float_ops": 1e-6, "profiler_float_ops": 1e-6, "matmul_flops_per_sec": 1e-9, "add_bytes_per_sec": 1e-9,
+             "adam_bytes_per_sec": 1e-9}
     table = "| | " + " | ".join(f"{n} (TF {profiles[n]['tensorflow']})" for n in names) + " |\n|---|" \
         + "---|" * len(names) + "\n"
     for label, key, fmt in rows:
-        table += f"| {label} | " + " | ".join(fmt.format(profiles[n][key] * scale.get(key, 1)) for n in names) \
-            + " |\n"
+        table += f"| {label} | " + " | ".join("-" if profiles[n][key] is None else
+                                             fmt.format(profiles[n][key] * scale.get(key, 1)) for n in names) + " |\n"
     kernels = ""
     for name in names:
         kernels += f"\n**{name}**, kernel time per step by op type (ms, summed over threads):\n\n| op | ms |\n" \
@@ -193,9 +218,13 @@ def _markdown(result: dict) -> str:
         f"own), {result['steps']} steps with {result['traced']} traced (RunOptions FULL_TRACE); medians. "
         f"Machine: {result['machine']}.\n\n"
         "A call's wall time = outside the executor (Python hooks, Session.run, executor set-up) + gaps between "
-        "kernels inside the executor + time at least one kernel runs. Float ops: TensorFlow's profiler count "
-        f"plus the fused Adam kernel at {ADAM_FLOPS_PER_ELEMENT} per variable element (it has no registered "
-        "count); every step updates every element, as v1 Adam's dense moment decay does.\n\n"
+        "kernels inside the executor + time at least one kernel runs. Tracing slows the traced steps' executor, "
+        "so their span taken from the untraced calls' wall time is the least the call costs outside it. "
+        "The Adam kernel's traffic is shown where the fused kernel updates every table (elastimator; "
+        "tf.estimator 2.15 runs it on the dense layers only). Float ops: TensorFlow's profiler count for the "
+        f"model (its optimizer scopes left out), plus Adam at {ADAM_FLOPS_PER_ELEMENT} per variable element "
+        "for both (the fused kernel has no registered count); every step updates every element, as v1 Adam's "
+        "dense moment decay does.\n\n"
         + table + kernels)
 
 
