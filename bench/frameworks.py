@@ -27,7 +27,7 @@ TF215_VENV = os.path.join(HERE, ".venv-tf215")
 TF215_PACKAGES = ["tensorflow-cpu==2.15.1", "tensorflow-estimator==2.15.0"]
 METRICS = ("train_examples_per_sec", "eval_examples_per_sec", "predict_examples_per_sec",
            "warm_predict_examples_per_sec", "time_to_first_step_secs", "checkpoint_save_secs", "export_secs",
-           "peak_rss_mb", "rss_after_import_mb", "own_peak_rss_mb")
+           "peak_rss_mb", "rss_after_import_mb", "own_peak_rss_mb", "peak_rss_with_warm_predictor_mb")
 CONTENDERS = ("elastimator", "elastimator_unfused", "elastimator_one_step", "elastimator_own_hook",
               "elastimator_mirrored", "tf_estimator", "keras_fit", "tf_function")
 TARGETS = {  # (numerator, denominator, metric, at least): issue 18's targets, default settings
@@ -129,7 +129,9 @@ def write(result: dict, out: str) -> None:
             f"# Frameworks side by side\n\n{result['model']}; batch {result['batch_size']}, {result['steps']} "
             f"train steps ({result['warmup']} warm-up steps not timed), {result['eval_batches']} eval and predict "
             f"batches per call; median of {result['runs']} interleaved runs, each contender in its own process, "
-            "which imports TensorFlow first (own_peak_rss_mb: peak RSS minus the RSS right after that import).\n"
+            "which imports TensorFlow first (own_peak_rss_mb: peak RSS minus the RSS right after that import; "
+            "an estimator's peak is taken after its export, before elastimator's warm Predictor, whose "
+            "process peak is peak_rss_with_warm_predictor_mb).\n"
             f"Machine: {result['machine']}.\n\n" + header + rows
             + "\nA ratio is of the medians; the range is the least and greatest ratio within one round.\n\n"
             + "| ratio | value | range over rounds | target | met |\n|---|---|---|---|---|\n" + ratio_rows

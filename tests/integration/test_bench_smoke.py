@@ -47,13 +47,33 @@ def test_frameworks_harness_runs_each_contender_in_its_own_process(tmp_path, mon
     result = frameworks.main(["--skip-tf-estimator", "--batch-size", "16", "--steps", "6", "--warmup", "2",
                               "--eval-batches", "2", "--runs", "1", "--out", str(tmp_path)])
     assert set(result["medians"]) == {"elastimator", "elastimator_unfused", "elastimator_one_step",
-                                      "elastimator_mirrored", "keras_fit", "tf_function"}
+                                      "elastimator_own_hook", "elastimator_mirrored", "keras_fit", "tf_function"}
     for medians in result["medians"].values():
         assert medians["train_examples_per_sec"] > 0 and medians["peak_rss_mb"] > 0
+        assert medians["rss_after_import_mb"] > 0
+        assert medians["own_peak_rss_mb"] == pytest.approx(medians["peak_rss_mb"] - medians["rss_after_import_mb"])
     assert result["medians"]["elastimator"]["warm_predict_examples_per_sec"] > 0
+    assert result["medians"]["elastimator"]["peak_rss_with_warm_predictor_mb"] >= (
+        result["medians"]["elastimator"]["peak_rss_mb"])
     assert "elastimator / keras_fit train" in (tmp_path / "frameworks.md").read_text()
-    assert result["ratios"]["elastimator_mirrored / elastimator train"]["target"] == 0.95
+    mirrored = result["ratios"]["elastimator_mirrored / elastimator train"]
+    assert mirrored["target"] == 0.95 and mirrored["round_min"] == mirrored["ratio"] == mirrored["round_max"]
     sys.modules.pop("frameworks", None)
+
+
+@pytest.mark.slow
+def test_step_profile_splits_a_call(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
+    import step_profile
+
+    result = step_profile.main(["--skip-tf-estimator", "--steps", "60", "--traced", "2", "--out", str(tmp_path)])
+    profile = result["profiles"]["elastimator"]
+    assert profile["traced_steps"] == 2 and profile["untimed_calls"] > 10
+    assert 0 < profile["kernel_running_ms"] <= profile["executor_span_ms"]
+    assert profile["profiler_float_ops"] > 0 and profile["adam_elements"] == 2_356_334  # the DeepFM's variables
+    assert profile["kernels_ms_by_op"]["ResourceApplyAdam"] > 0  # the fused update of every table
+    assert "step FLOP/s / matmul peak" in (tmp_path / "step_profile.md").read_text()
+    sys.modules.pop("step_profile", None)
 
 
 @pytest.mark.slow
