@@ -47,6 +47,17 @@ def test_uninstall_removes_every_name():
     assert "tensorflow_estimator" not in sys.modules and not elastimator.compat.installed()
 
 
+def test_uninstall_takes_tf_keras_estimator_back_from_keras_loaded_meanwhile():
+    elastimator.compat.install()
+    ours = tf.keras.estimator
+    assert tf.compat.v1.keras.estimator is ours and tf.keras.estimator.model_to_estimator is (
+        elastimator.keras.model_to_estimator)
+    elastimator.compat.uninstall()
+    # tf-keras has a tf.keras.estimator of its own (it needs tf.estimator); Keras 3 has none
+    assert getattr(tf.keras, "estimator", None) is not ours
+    assert getattr(tf.compat.v1.keras, "estimator", None) is not ours
+
+
 def test_dlrover_trainer_paths_resolve_when_dlrover_is_not_installed(installed, tmp_path):
     from dlrover.trainer.tensorflow.reader.base_reader import ElasticReader  # pylint: disable=import-outside-toplevel
     from dlrover.trainer.tensorflow.reader.file_reader import FileReader  # pylint: disable=import-outside-toplevel

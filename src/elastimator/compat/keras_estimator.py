@@ -49,6 +49,15 @@ class KerasEstimator:
             else:
                 module.estimator = previous
         self._replaced.clear()
+        tensorflow = sys.modules.get("tensorflow")
+        if tensorflow is None:
+            return
+        # A lazy `keras` object that loaded copied the module's namespace, ours included: without the copy it
+        # looks the name up in the module again.
+        for owner in (tensorflow, tensorflow.compat.v1, tensorflow.compat.v2):
+            loader = vars(owner).get("keras")
+            if loader is not None and vars(loader).get("estimator") is self._estimator:
+                del vars(loader)["estimator"]
 
 
 class _AfterKerasLoads(importlib.abc.MetaPathFinder):
