@@ -82,14 +82,14 @@ def _estimator(est, args, model_dir: str, own_hook: bool = False, **config) -> d
     saves = []
 
     class Steps(tf.compat.v1.train.SessionRunHook):
-        """Counts the steps of each session call: one for tf.estimator; elastimator's global step advance, read
-        from its ordered step read (the step before a call's last), so its calls may run several steps."""
+        """Counts elastimator's steps of each session call, its calls possibly running several: the global step's
+        advance, read from its ordered step read (the step before a call's last)."""
 
         several_steps_per_call = True
 
         def begin(self):
             reads = tf.compat.v1.get_collection("global_step_read_op_cache")
-            self._after = reads[0] + 1 if reads and est.__name__ == "elastimator" else None
+            self._after = reads[0] + 1 if reads else None
             self._last = None
 
         def after_create_session(self, session, coord):

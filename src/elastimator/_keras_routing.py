@@ -15,6 +15,13 @@ import os
 ENV_VAR = "TF_USE_LEGACY_KERAS"
 
 
+def tf_keras():
+    """The `tf_keras` package, imported where a model or optimizer of it is used, not with elastimator."""
+    import tf_keras  # pylint: disable=import-outside-toplevel
+
+    return tf_keras
+
+
 def prefer_tf_keras() -> None:
     """Selects tf-keras for tf.keras / tf.compat.v1.layers unless the user set TF_USE_LEGACY_KERAS."""
     os.environ.setdefault(ENV_VAR, "1")

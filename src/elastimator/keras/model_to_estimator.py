@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import tensorflow as tf
 
+from elastimator._keras_routing import tf_keras
 from elastimator.errors import ConfigError, InputFnError
 from elastimator.estimator import Estimator, EstimatorSpec, ModeKeys, tf_variable
 from elastimator.export.outputs import PredictOutput
@@ -72,7 +73,7 @@ def model_to_estimator(keras_model=None, keras_model_path: str | None = None, cu
     if (keras_model is None) == (keras_model_path is None):
         raise ConfigError("model_to_estimator: pass exactly one of keras_model or keras_model_path.")
     if keras_model_path is not None:
-        loader = _keras() if str(keras_model_path).endswith(".keras") else _tf_keras()
+        loader = _keras() if str(keras_model_path).endswith(".keras") else tf_keras()
         keras_model = loader.models.load_model(keras_model_path, custom_objects=custom_objects)
     blueprint = _blueprint(keras_model, dict(custom_objects or {}), dict(metric_names_map or {}), optimizer)
     return Estimator(model_fn=_model_fn_for(blueprint), model_dir=model_dir, config=config,
@@ -87,12 +88,6 @@ def _keras():
     return keras
 
 
-def _tf_keras():
-    import tf_keras  # pylint: disable=import-outside-toplevel  # only for tf-keras models
-
-    return tf_keras
-
-
 def _is_keras3(model) -> bool:
     """Whether `model` is a Keras 3 model (Keras is loaded if there is one)."""
     keras = sys.modules.get("keras")
@@ -103,8 +98,8 @@ def _keras_of(model):
     """The Keras module `model` belongs to, or None."""
     if _is_keras3(model):
         return _keras()
-    if type(model).__module__.startswith("tf_keras.") and isinstance(model, _tf_keras().Model):
-        return _tf_keras()
+    if type(model).__module__.startswith("tf_keras.") and isinstance(model, tf_keras().Model):
+        return tf_keras()
     return None
 
 

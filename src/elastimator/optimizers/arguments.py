@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 import tensorflow as tf
 
+from elastimator._keras_routing import tf_keras
 from elastimator.errors import ConfigError
 from elastimator.optimizers.keras3 import optimizer_factory
 
@@ -69,9 +70,7 @@ def prepare(optimizer: Any) -> Any:
     if kind == "keras":
         return optimizer_factory(optimizer, where="optimizer")
     if kind == "tf_keras":
-        import tf_keras  # pylint: disable=import-outside-toplevel
-
-        optimizer = tf_keras.__internal__.optimizers.convert_to_legacy_optimizer(optimizer)
+        optimizer = tf_keras().__internal__.optimizers.convert_to_legacy_optimizer(optimizer)
     config, cls = optimizer.get_config(), type(optimizer)
     return lambda: cls.from_config(config)
 

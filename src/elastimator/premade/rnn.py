@@ -13,6 +13,7 @@ from typing import Callable
 
 import tensorflow as tf
 
+from elastimator._keras_routing import tf_keras
 from elastimator.errors import ConfigError
 from elastimator.premade.canned import CannedEstimator, Part, classification_head
 from elastimator.premade.dnn import check_hidden_units
@@ -30,12 +31,6 @@ MODEL_SCOPE = "rnn_model"
 DEFAULT_LEARNING_RATE = 0.05
 CELL_TYPES = {"simple_rnn": "SimpleRNNCell", "lstm": "LSTMCell", "gru": "GRUCell"}
 """The `cell_type` names, each with the tf-keras layer it makes."""
-
-
-def _tf_keras():
-    import tf_keras  # pylint: disable=import-outside-toplevel  # loaded when an RNN estimator is made, not before
-
-    return tf_keras
 
 
 class _UseDefault:
@@ -62,14 +57,14 @@ def rnn_cell_fn_of(units, cell_type, rnn_cell_fn) -> Callable[[], object]:
                           "rnn_cell_fn.")
     units = check_hidden_units(units, "units")
     name = "simple_rnn" if cell_type is USE_DEFAULT else cell_type
-    cell_class = getattr(_tf_keras().layers, CELL_TYPES[name]) if isinstance(name, str) and name in CELL_TYPES \
+    cell_class = getattr(tf_keras().layers, CELL_TYPES[name]) if isinstance(name, str) and name in CELL_TYPES \
         else cell_type
     if not callable(cell_class):
         raise ConfigError(f"cell_type: expected one of {sorted(CELL_TYPES)} or a cell class; got {cell_type!r}.")
 
     def make_cell():
         cells = [cell_class(width) for width in units]
-        return cells[0] if len(cells) == 1 else _tf_keras().layers.StackedRNNCells(cells)
+        return cells[0] if len(cells) == 1 else tf_keras().layers.StackedRNNCells(cells)
     return make_cell
 
 
@@ -123,9 +118,9 @@ class RNNEstimator(CannedEstimator):
 
     def _rnn_logits(self, steps: tf.Tensor, mask: tf.Tensor, training: bool) -> tf.Tensor:
         with tf.compat.v1.variable_scope(MODEL_SCOPE):
-            rnn = _tf_keras().layers.RNN(self._cell_fn(), return_sequences=self._return_sequences, name="rnn")
+            rnn = tf_keras().layers.RNN(self._cell_fn(), return_sequences=self._return_sequences, name="rnn")
             outputs = rnn(steps, mask=mask, training=training)
-            return _tf_keras().layers.Dense(self.head.logits_dimension, name="logits")(outputs)
+            return tf_keras().layers.Dense(self.head.logits_dimension, name="logits")(outputs)
 
 
 class RNNClassifier(RNNEstimator):
