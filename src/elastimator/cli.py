@@ -123,6 +123,13 @@ def _parser() -> argparse.ArgumentParser:
                              "private: that or an error; host: the machine's network (a job that reads data from "
                              "other hosts), servers on every interface")
 
+    check = command("check", help="list a source tree's uses of tf.estimator and whether elastimator serves each")
+    check.add_argument("paths", nargs="+", metavar="PATH",
+                       help="a source tree, a .py file, or an installed package's name (read, never imported)")
+    check.add_argument("--unserved", action="store_true", help="list only the uses elastimator does not serve")
+    check.add_argument("--by-name", action="store_true",
+                       help="one line per name used, with how many of the PATHs use it, most used first")
+
     scale = command("scale", help="change the number of workers of a job `launch` is running")
     scale.add_argument("model_dir", help="the model_dir the running `launch` was given")
     scale.add_argument("--workers", type=int, required=True,
@@ -399,11 +406,32 @@ def _k8s(args) -> int:
     return 0
 
 
+def _check(args) -> int:
+    from elastimator.migrate import check
+
+    if args.by_name:
+        uses, project_of = [], {}
+        for path in args.paths:
+            found = check.check_paths([path])
+            project_of.update((use.path, path) for use in found)
+            uses += found
+        for name, kind, served, projects in check.by_name(uses, project_of.get):
+            if served and args.unserved:
+                continue
+            print(f"{len(projects):4d}  {name} ({kind}){'' if served else ': not served'}")
+    else:
+        uses = check.check_paths(args.paths)
+        for line in check.report(uses, show_served=not args.unserved):
+            print(line)
+    return 0 if not any(use.missing for use in uses) else 1
+
+
 COMMANDS = {"run": _run, "export": _export, "predict": _predict, "inspect": _inspect, "report": _report,
-            "shard-service": _shard_service, "launch": _launch, "scale": _scale, "k8s": _k8s}
+            "shard-service": _shard_service, "launch": _launch, "scale": _scale, "k8s": _k8s,
+            "check": _check}
 
 
-_WITHOUT_TENSORFLOW = {"scale", "k8s"}
+_WITHOUT_TENSORFLOW = {"scale", "k8s", "check"}
 
 
 def main(argv=None) -> int:

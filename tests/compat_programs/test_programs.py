@@ -28,7 +28,7 @@ REFERENCE = json.loads((HERE / "reference_tf215.json").read_text())
 pytestmark = pytest.mark.integration
 
 
-def _run(name: str, tmp_path: Path, **env: str) -> dict:
+def run_program(name: str, tmp_path: Path, **env: str) -> dict:
     program = HERE / "programs" / f"{name}.py"
     result = subprocess.run([sys.executable, "-m", "elastimator.compat", str(program), str(tmp_path / "model")],
                             capture_output=True, text=True, timeout=600,
@@ -38,7 +38,7 @@ def _run(name: str, tmp_path: Path, **env: str) -> dict:
 
 
 def test_premade_estimators_tutorial(tmp_path):
-    got, reference = _run("premade_iris", tmp_path), REFERENCE["premade_iris"]
+    got, reference = run_program("premade_iris", tmp_path), REFERENCE["premade_iris"]
     assert got["global_step"] == reference["global_step"] == 1000
     assert got["result_types"] == reference["result_types"] == ["numpy"]  # evaluate() returns numpy scalars
     # tf.estimator 2.15's TF2 DNNClassifier reached a lower accuracy on this seed (see docs/migration.md).
@@ -47,7 +47,7 @@ def test_premade_estimators_tutorial(tmp_path):
 
 
 def test_head_based_canned_estimators_with_every_head(tmp_path):
-    got, reference = _run("head_estimators", tmp_path), REFERENCE["head_estimators"]
+    got, reference = run_program("head_estimators", tmp_path), REFERENCE["head_estimators"]
     assert sorted(got) == sorted(reference)
     for key, value in got.items():
         if key.endswith("/regression"):  # average loss: at most the reference's, within noise
@@ -60,7 +60,7 @@ def test_head_based_canned_estimators_with_every_head(tmp_path):
 
 
 def test_optimizers_as_tf_estimator_2_15_took_them(tmp_path):
-    got, reference = _run("optimizers", tmp_path), REFERENCE["optimizers"]
+    got, reference = run_program("optimizers", tmp_path), REFERENCE["optimizers"]
     assert sorted(got) == sorted(reference)
     for key, value in got.items():
         assert value["global_step"] == 200, key  # a Keras optimizer's iterations are the global step
@@ -75,7 +75,7 @@ def test_optimizers_as_tf_estimator_2_15_took_them(tmp_path):
 
 
 def test_keras_model_to_estimator_guide(tmp_path):
-    got, reference = _run("keras_model", tmp_path), REFERENCE["keras_model"]
+    got, reference = run_program("keras_model", tmp_path), REFERENCE["keras_model"]
     assert got["global_step"] == reference["global_step"] == 500
     # Unseeded dropout, and 500 Adam steps leave the model short of converged, so single runs spread:
     # accuracy 0.84-0.98 and loss 0.20-0.35 over 31 runs (2.15, one run: 0.92 and 0.29). Accuracy on
@@ -86,7 +86,7 @@ def test_keras_model_to_estimator_guide(tmp_path):
 
 
 def test_v1_canned_estimators_sum_their_losses(tmp_path):
-    got, reference = _run("v1_canned", tmp_path), REFERENCE["v1_canned"]
+    got, reference = run_program("v1_canned", tmp_path), REFERENCE["v1_canned"]
     assert got["dnn_loss_over_average_loss"] == pytest.approx(reference["dnn_loss_over_average_loss"]) == 32
     assert got["linear_loss_over_average_loss"] == pytest.approx(reference["linear_loss_over_average_loss"])
     assert got["dnn_accuracy"] >= reference["dnn_accuracy"] - 0.03
@@ -94,7 +94,7 @@ def test_v1_canned_estimators_sum_their_losses(tmp_path):
 
 
 def test_custom_estimator_with_a_mirrored_strategy_logs_its_evaluation(tmp_path):
-    got, reference = _run("custom_estimator", tmp_path), REFERENCE["custom_estimator"]
+    got, reference = run_program("custom_estimator", tmp_path), REFERENCE["custom_estimator"]
     assert got["replicas"] == reference["replicas"] == 1
     assert got["global_step"] == reference["global_step"] == 400
     assert got["accuracy_type"] == reference["accuracy_type"] == "float32"
@@ -105,7 +105,7 @@ def test_custom_estimator_with_a_mirrored_strategy_logs_its_evaluation(tmp_path)
 @pytest.mark.parametrize("steps_per_execution", [None, 7], ids=["default_execution", "steps_per_execution_7"])
 def test_hooks_act_on_the_steps_they_acted_on_in_2_15(tmp_path, steps_per_execution):
     config = {} if steps_per_execution is None else {"steps_per_execution": steps_per_execution}
-    got = _run("hook_steps", tmp_path, HOOK_STEPS_RUN_CONFIG=json.dumps(config))
+    got = run_program("hook_steps", tmp_path, HOOK_STEPS_RUN_CONFIG=json.dumps(config))
     reference = dict(REFERENCE["hook_steps"])
     # 2.15's ProfilerHook read the global step unordered with the step's increment, so a trace now and then
     # landed a step early (23 for 24 in one of two runs); elastimator orders that read.
@@ -119,7 +119,7 @@ def test_hooks_act_on_the_steps_they_acted_on_in_2_15(tmp_path, steps_per_execut
 
 
 def test_prediction_keys_dtypes_shapes_and_the_heads_metrics_are_2_15s(tmp_path):
-    got, reference = _run("prediction_keys", tmp_path), REFERENCE["prediction_keys"]
+    got, reference = run_program("prediction_keys", tmp_path), REFERENCE["prediction_keys"]
     assert sorted(got) == sorted(reference)
     for name, expected in reference.items():
         if not name.startswith("head/"):  # a canned estimator: keys, dtypes and shapes exactly
@@ -139,7 +139,7 @@ REFUSED_ON_PURPOSE = {"spec_unknown_mode": "EstimatorSpec('training', ...): 2.15
 
 
 def test_mistakes_raise_what_a_2_15_program_catches(tmp_path):
-    got, reference = _run("error_types", tmp_path), REFERENCE["error_types"]
+    got, reference = run_program("error_types", tmp_path), REFERENCE["error_types"]
     assert sorted(got) == sorted(reference)
     for case, caught_as in reference.items():
         if caught_as is None:  # 2.15 raised nothing: neither may elastimator, unless the input is really wrong
@@ -149,7 +149,7 @@ def test_mistakes_raise_what_a_2_15_program_catches(tmp_path):
 
 
 def test_a_multi_task_model_with_multi_head_as_in_2_15(tmp_path):
-    got, reference = _run("multi_head", tmp_path), REFERENCE["multi_head"]
+    got, reference = run_program("multi_head", tmp_path), REFERENCE["multi_head"]
     assert sorted(got["metrics"]) == sorted(reference["metrics"])
     for key in ("accuracy/topic", "accuracy/click", "auc/click"):  # 2.15's TF2 DNN with Adam trained slower
         assert got["metrics"][key] >= reference["metrics"][key] - 0.05, key
@@ -167,7 +167,7 @@ def test_a_multi_task_model_with_multi_head_as_in_2_15(tmp_path):
 
 
 def test_a_tpu_estimator_program_runs_on_cpu_as_2_15_ran_it(tmp_path):
-    got, reference = _run("tpu_estimator", tmp_path), REFERENCE["tpu_estimator"]
+    got, reference = run_program("tpu_estimator", tmp_path), REFERENCE["tpu_estimator"]
     # What input_fn and model_fn were given per mode (params' batch_size, use_tpu), the steps trained and saved,
     # host_call summaries at every step, the predictions: as 2.15 with use_tpu=False.
     for key in ("seen", "global_step", "checkpoints", "host_call_steps", "predictions"):
@@ -179,7 +179,7 @@ def test_a_tpu_estimator_program_runs_on_cpu_as_2_15_ran_it(tmp_path):
 
 
 def test_kmeans_clusters_as_2_15_did(tmp_path):
-    got, reference = _run("kmeans", tmp_path), REFERENCE["kmeans"]
+    got, reference = run_program("kmeans", tmp_path), REFERENCE["kmeans"]
     for variant in ("full_batch", "kmeans_plus_plus"):
         ours, expected = got[variant], reference[variant]
         assert ours["blobs_found"] and ours["centers"] == expected["centers"], variant  # to 0.1
@@ -190,7 +190,7 @@ def test_kmeans_clusters_as_2_15_did(tmp_path):
 
 
 def test_rnn_estimators_model_sequences_as_2_15_did(tmp_path):
-    got, reference = _run("rnn", tmp_path), REFERENCE["rnn"]
+    got, reference = run_program("rnn", tmp_path), REFERENCE["rnn"]
     assert got["default_cell"] == reference["default_cell"]  # simple_rnn by default; 2.15's variable names
     for case in ("lstm_classifier", "stacked_gru_regressor", "per_step_classifier"):
         ours, expected = got[case], reference[case]
@@ -213,7 +213,7 @@ def test_linear_sdca_trains_as_2_15s_did(tmp_path):
     """SDCA's kernel visits a batch's examples in a random order on several threads, so neither 2.15 nor
     elastimator gives the same weights twice (2.15's own bias came out -0.36 and -0.28 on this program): the
     weights are compared within that spread, the rest exactly."""
-    got, reference = _run("linear_sdca", tmp_path), REFERENCE["linear_sdca"]
+    got, reference = run_program("linear_sdca", tmp_path), REFERENCE["linear_sdca"]
     assert got["errors"] == reference["errors"]  # multi-class and a 'mean' combiner: a ValueError, as in 2.15
     for case in ("classifier", "regressor_l1"):
         ours, expected = got[case], reference[case]
@@ -239,7 +239,7 @@ def test_linear_sdca_trains_as_2_15s_did(tmp_path):
 
 def test_a_public_tpu_estimator_program_runs_unedited_on_cpu(tmp_path):
     """tensorflow/tpu's MNIST TPUEstimator program, as published, with --use_tpu=false."""
-    got, reference = _run("mnist_tpu_public", tmp_path), REFERENCE["mnist_tpu_public"]
+    got, reference = run_program("mnist_tpu_public", tmp_path), REFERENCE["mnist_tpu_public"]
     assert got["checkpoints"] == reference["checkpoints"]  # steps 0 and 40, as 2.15 saved them
     assert sorted(got["evaluation"]) == sorted(reference["evaluation"])  # accuracy, loss, checkpoint_path
     assert got["evaluation"]["checkpoint_path"][0] == reference["evaluation"]["checkpoint_path"][0] == 40
@@ -254,7 +254,7 @@ def test_two_replicas_train_and_evaluate_to_2_15s_numbers(tmp_path):
     LinearRegressor logged its first replica's loss as `loss` (its head's summary); elastimator logs the step's,
     over both replicas: at step 1, from zeros on the same batches, the custom model_fn's loss, which 2.15 logged
     too."""
-    got, reference = _run("mirrored_two_devices", tmp_path), REFERENCE["mirrored_two_devices"]
+    got, reference = run_program("mirrored_two_devices", tmp_path), REFERENCE["mirrored_two_devices"]
     for name in ("custom", "linear"):
         assert got[name]["replicas"] == reference[name]["replicas"] == 2
         assert got[name]["eval_loss"] == pytest.approx(reference[name]["eval_loss"], rel=1e-4)
@@ -273,12 +273,12 @@ def test_the_multi_worker_estimator_tutorial_trains_two_workers_as_2_15_did(tmp_
     MultiWorkerMirroredStrategy, train_and_evaluate without an evaluator task. Both workers finish; the chief
     checkpoints steps 0 and 10 (640 examples per worker, batches of 64) and, without an evaluator, evaluates
     nothing, as 2.15 did."""
-    got, reference = _run("multi_worker_tutorial", tmp_path), REFERENCE["multi_worker_tutorial"]
+    got, reference = run_program("multi_worker_tutorial", tmp_path), REFERENCE["multi_worker_tutorial"]
     assert got == reference == {"checkpoints": [0, 10], "evaluation": {}, "worker_1_exit": 0}
 
 
 def test_saved_model_estimator_reads_what_estimators_exported_as_2_15_did(tmp_path):
-    got, reference = _run("saved_model_estimator", tmp_path), REFERENCE["saved_model_estimator"]
+    got, reference = run_program("saved_model_estimator", tmp_path), REFERENCE["saved_model_estimator"]
     # Its own export: the metric keys (prefixed `metrics/`, as 2.15 reported them), the steps it continued from,
     # training that lowers the loss, and predictions from the default serving signature.
     for key in ("metric_keys", "steps", "loss_went_down", "prediction", "serving_only_train"):

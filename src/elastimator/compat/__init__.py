@@ -6,7 +6,9 @@ After `install()`, these all resolve to elastimator:
 * `import tensorflow_estimator` (and `tensorflow_estimator.estimator`);
 * `tf.keras.estimator.model_to_estimator` (tf-keras models and Keras 3 models);
 * the private modules libraries reached into, such as
-  `from tensorflow.python.estimator.canned.head import _Head` (see `api.py` for the list);
+  `from tensorflow.python.estimator.canned.head import _Head`, and TensorFlow's
+  `distribute.estimator_training` (the table in `elastimator/migrate/surface.py`; `elastimator check PATH` reads
+  a source tree against it);
 * DeepRec's embedding variables (`tf.get_embedding_variable`, `tf.EmbeddingVariableOption`,
   `tf.feature_column.categorical_column_with_embedding`, ...; see `deeprec.py`);
 * DLRover's trainer paths confs import (`dlrover.trainer.tensorflow.util.column_info.Column`,
@@ -57,9 +59,10 @@ class _MissingModuleFinder(importlib.abc.MetaPathFinder):
         if any(fullname == r or fullname.startswith(r + ".") for r in self.roots):
             raise ModuleNotFoundError(
                 f"{fullname} is not provided by elastimator.compat: it serves tf.estimator's public API, the "
-                f"private modules listed in elastimator/compat/api.py and DLRover's trainer column, reader and "
-                f"logger modules (elastimator/compat/dlrover.py). Import the equivalent from elastimator "
-                f"(see docs/migration.md) or open an issue naming the module.", name=fullname)
+                f"private names listed in elastimator/migrate/surface.py and DLRover's trainer column, reader and "
+                f"logger modules (elastimator/compat/dlrover.py); `elastimator check PATH` lists what a program "
+                f"uses. Import the equivalent from elastimator (see docs/migration.md) or open an issue naming the "
+                f"module.", name=fullname)
         return None
 
 
@@ -120,6 +123,9 @@ def install() -> None:
         importlib.import_module(f"tensorflow.compat.{version}")
         owners += [(sys.modules[f"tensorflow._api.v2.compat.{version}"], public[version]),
                    (sys.modules[f"tensorflow.compat.{version}"], public[version])]
+        for outer in ("v1", "v2"):  # `tf.compat.v2.compat.v1` and the rest: AdaNet reaches estimator through it
+            owners.append((importlib.import_module(f"tensorflow._api.v2.compat.{outer}.compat.{version}"),
+                           public[version]))
     for owner, value in owners:
         if "estimator" not in vars(owner):
             setattr(owner, "estimator", value)

@@ -1,5 +1,6 @@
 """`python -m elastimator.compat SCRIPT [ARGS...]`: run an unmodified tf.estimator script on elastimator.
 `python -m elastimator.compat -m MODULE [ARGS...]`: the same for a module, as `python -m MODULE` runs it.
+`python -m elastimator.compat -c COMMAND [ARGS...]`: the same for a program passed as a string, as `python -c`.
 
 `-m dlrover.trainer.entry.local_entry` (or `-m dlrover.trainer`) runs DLRover's trainer entry command on
 elastimator, its flags keeping their meaning (elastimator/compat/dlrover_entry.py), whether or not DLRover is
@@ -25,6 +26,16 @@ def main(argv: list[str]) -> int:
                   file=sys.stderr)
             return 2
         return _run_module(argv[1], argv[2:])
+    if argv[0] == "-c":
+        if len(argv) < 2:
+            print("elastimator: error: -c needs a program: python -m elastimator.compat -c COMMAND [ARGS...]",
+                  file=sys.stderr)
+            return 2
+        install()
+        sys.argv = ["-c", *argv[2:]]
+        sys.path[0] = ""  # As `python -c` sets it: the working directory.
+        exec(compile(argv[1], "<string>", "exec"), {"__name__": "__main__"})  # pylint: disable=exec-used
+        return 0
     install()
     sys.argv = list(argv)
     sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))  # As `python SCRIPT` would set it.

@@ -15,32 +15,17 @@ Each namespace is a plain module whose attributes are elastimator's own objects,
 
 from __future__ import annotations
 
+import importlib
 import types
 
 import tensorflow as tf
 
 import elastimator
 from elastimator import experimental, export, inputs, premade, tpu
-from elastimator.compat.legacy_head import _Head
 from elastimator.keras import model_to_estimator
-from elastimator.premade.saved_model_estimator import SavedModelEstimator
+from elastimator.migrate import surface
+from elastimator.migrate.surface import PRIVATE_ROOTS
 from elastimator.premade.v1 import V1_CANNED
-
-_HOOKS = ("CheckpointSaverHook", "CheckpointSaverListener", "FeedFnHook", "FinalOpsHook", "GlobalStepWaiterHook",
-          "LoggingTensorHook", "NanLossDuringTrainingError", "NanTensorHook", "ProfilerHook", "SecondOrStepTimer",
-          "SessionRunArgs", "SessionRunContext", "SessionRunHook", "SessionRunValues", "StepCounterHook",
-          "StopAtStepHook", "SummarySaverHook")
-"""The session-run hooks tf.estimator re-exported from tf.compat.v1.train."""
-
-_ENGINE = ("BestExporter", "Estimator", "EstimatorSpec", "EvalSpec", "Exporter", "FinalExporter", "LatestExporter",
-           "ModeKeys", "RunConfig", "TrainSpec", "VocabInfo", "WarmStartSettings", "add_metrics",
-           "train_and_evaluate")
-
-_CANNED = ("BaselineClassifier", "BaselineEstimator", "BaselineRegressor", "BinaryClassHead", "DNNClassifier",
-           "DNNEstimator", "DNNLinearCombinedClassifier", "DNNLinearCombinedEstimator", "DNNLinearCombinedRegressor",
-           "DNNRegressor", "Head", "LinearClassifier", "LinearEstimator", "LinearRegressor", "MultiClassHead",
-           "MultiHead", "MultiLabelHead", "RegressionHead", "PoissonRegressionHead", "LogisticRegressionHead")
-
 
 def _module(name: str, doc: str, **attributes) -> types.ModuleType:
     module = types.ModuleType(name, doc)
@@ -49,17 +34,14 @@ def _module(name: str, doc: str, **attributes) -> types.ModuleType:
 
 
 def _estimator_api(name: str, *, v1: bool) -> types.ModuleType:
-    attributes = {n: getattr(elastimator, n) for n in _ENGINE}
-    attributes.update({n: getattr(premade, n) for n in _CANNED})
-    attributes.update({n: getattr(tf.compat.v1.train, n) for n in _HOOKS})
-    attributes.update(export=export, experimental=experimental,
-                      classifier_parse_example_spec=premade.classifier_parse_example_spec,
-                      regressor_parse_example_spec=premade.regressor_parse_example_spec)
+    attributes = {n: getattr(elastimator, n) for n in surface.ENGINE}
+    attributes.update({n: getattr(premade, n) for n in surface.CANNED})
+    attributes.update({n: getattr(tf.compat.v1.train, n) for n in surface.HOOKS})
+    attributes.update(export=export, experimental=experimental)
     if v1:
         attributes["inputs"] = inputs
         attributes["tpu"] = _module(f"{name}.tpu", "tf.compat.v1.estimator.tpu, served by elastimator.",
-                                    **{n: getattr(tpu, n) for n in tpu.__all__ if n != "experimental"},
-                                    experimental=tpu.experimental)
+                                    **{n: getattr(tpu, n) for n in surface.SUBMODULES["tpu"]})
         attributes.update(V1_CANNED)  # Losses summed over the batch, as tf.compat.v1.estimator's were.
     return _module(name, f"tf.estimator ({'v1' if v1 else 'v2'} API), served by elastimator.", **attributes)
 
@@ -70,60 +52,18 @@ def public_modules() -> dict[str, types.ModuleType]:
             "v1": _estimator_api("tensorflow.compat.v1.estimator", v1=True)}
 
 
-def _private_table() -> dict[str, dict]:
-    """Private module path (under `.../python/estimator`) -> the names it held that we provide."""
-    engine = {n: getattr(elastimator, n) for n in _ENGINE}
-    return {
-        "": {},
-        "estimator": {"Estimator": elastimator.Estimator},
-        "model_fn": {"EstimatorSpec": elastimator.EstimatorSpec},
-        "mode_keys": {"ModeKeys": elastimator.ModeKeys},
-        "run_config": {"RunConfig": elastimator.RunConfig, "TaskType": elastimator.TaskType},
-        "training": {n: engine[n] for n in ("TrainSpec", "EvalSpec", "train_and_evaluate")},
-        "exporter": {n: engine[n] for n in ("Exporter", "FinalExporter", "LatestExporter", "BestExporter")},
-        "early_stopping": {n: getattr(experimental, n) for n in experimental.__all__ if "stop" in n},
-        "hooks.hooks": {"InMemoryEvaluatorHook": experimental.InMemoryEvaluatorHook,
-                        "make_stop_at_checkpoint_step_hook": experimental.make_stop_at_checkpoint_step_hook},
-        "hooks": {},
-        "export": {n: getattr(export, n) for n in export.__all__},
-        "export.export": {n: getattr(export, n) for n in export.__all__},
-        "export.export_output": {n: getattr(export, n) for n in export.__all__},
-        "inputs": {n: getattr(inputs, n) for n in inputs.__all__},
-        "inputs.numpy_io": {"numpy_input_fn": inputs.numpy_input_fn},
-        "inputs.pandas_io": {"pandas_input_fn": inputs.pandas_input_fn},
-        "keras": {"model_to_estimator": model_to_estimator},
-        "canned": {},
-        "canned.head": {"_Head": _Head},
-        "canned.optimizers": {"get_optimizer_instance": premade.get_optimizer_instance},
-        "canned.prediction_keys": {"PredictionKeys": premade.PredictionKeys},
-        "canned.metric_keys": {"MetricKeys": premade.MetricKeys},
-        "canned.linear": {n: getattr(premade, n) for n in ("LinearClassifier", "LinearRegressor", "LinearEstimator")},
-        "canned.dnn": {n: getattr(premade, n) for n in ("DNNClassifier", "DNNRegressor", "DNNEstimator")},
-        "canned.dnn_linear_combined": {n: getattr(premade, n) for n in (
-            "DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor", "DNNLinearCombinedEstimator")},
-        "canned.baseline": {n: getattr(premade, n) for n in ("BaselineClassifier", "BaselineRegressor",
-                                                             "BaselineEstimator")},
-        "canned.saved_model_estimator": {"SavedModelEstimator": SavedModelEstimator},
-        "canned.rnn": {n: getattr(experimental, n) for n in ("RNNClassifier", "RNNEstimator")},
-        "tpu": {},
-        "tpu.tpu_estimator": {n: getattr(tpu, n) for n in ("TPUEstimator", "TPUEstimatorSpec")},
-        "tpu.tpu_config": {n: getattr(tpu, n) for n in ("InputPipelineConfig", "RunConfig", "TPUConfig")},
-        "head": {},
-        "head.binary_class_head": {"BinaryClassHead": premade.BinaryClassHead},
-        "head.multi_class_head": {"MultiClassHead": premade.MultiClassHead},
-        "head.multi_label_head": {"MultiLabelHead": premade.MultiLabelHead},
-        "head.multi_head": {"MultiHead": premade.MultiHead},
-        "head.regression_head": {n: getattr(premade, n) for n in (
-            "RegressionHead", "PoissonRegressionHead", "LogisticRegressionHead")},
-    }
-
-
-PRIVATE_ROOTS = ("tensorflow.python.estimator", "tensorflow_estimator.python.estimator")
+def resolve(target: str):
+    """The object a table entry names: `"module:attribute"`."""
+    module, _, attribute = target.partition(":")
+    loaded = importlib.import_module(module)
+    return getattr(loaded, attribute) if attribute else loaded
 
 
 def private_modules() -> dict[str, types.ModuleType]:
-    """Every private module path under both roots, as modules (packages get a `__path__`)."""
-    table = _private_table()
+    """Every private module path under both roots, and TensorFlow's modules that left with tf.estimator, as
+    modules (packages get a `__path__`)."""
+    table = {path: {name: resolve(served.target) for name, served in names.items()}
+             for path, names in surface.PRIVATE.items()}
     packages = {path.rpartition(".")[0] for path in table if "." in path} | {""}
     modules = {}
     for root in PRIVATE_ROOTS:
@@ -137,4 +77,7 @@ def private_modules() -> dict[str, types.ModuleType]:
         parent, _, child = full.rpartition(".")
         if parent in modules:
             setattr(modules[parent], child, module)
+    for full, names in surface.REMOVED_TF_MODULES.items():
+        modules[full] = _module(full, f"{full} (removed from TensorFlow with tf.estimator), served by "
+                                      "elastimator.compat.", **{n: resolve(s.target) for n, s in names.items()})
     return modules

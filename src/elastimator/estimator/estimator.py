@@ -17,17 +17,19 @@ from elastimator.estimator.contract.warm_start import WarmStartSettings
 from elastimator.estimator.graph import calls
 from elastimator.estimator.loops import evaluate_loop, predict_loop, train_loop
 from elastimator.estimator.loops.predictor import Predictor
+from elastimator.estimator.private_members import PrivateMembers
 from elastimator.estimator.saving import checkpoints, exporting
 
 logger = logging.getLogger("elastimator")
 
 
-class Estimator:
+class Estimator(PrivateMembers):
     """Trains, evaluates, predicts with and exports a model defined by `model_fn`.
 
     Each call builds a fresh graph, calls `input_fn` and then `model_fn`, and
     runs a monitored session; everything that must survive lives in
-    `model_dir`, laid out as tf.estimator laid it out.
+    `model_dir`, laid out as tf.estimator laid it out. The private members
+    frameworks built on tf.estimator use are 2.15's (`PrivateMembers`).
 
     Args:
         model_fn: `model_fn(features, labels, mode, params, config)` (any subset

@@ -38,6 +38,19 @@ def evaluation_round(estimator, eval_spec: EvalSpec, checkpoint: str, final: boo
     return RoundResult(step, metrics, exporters.run_all(estimator, eval_spec.exporters, checkpoint, metrics, final), final)
 
 
+@dataclasses.dataclass(frozen=True)
+class EvalResult:
+    """What a continuous-evaluation listener is told after a round (tf.estimator's `_EvalResult`)."""
+
+    status: str
+    metrics: dict | None = None
+    checkpoint_path: str | None = None
+
+    EVALUATED = "evaluated"
+    MISSING_CHECKPOINT = "missing checkpoint"
+    NO_NEW_CHECKPOINT = "no new checkpoint"
+
+
 # --- training-done marker: the chief's word that no more checkpoints will come -----------------
 
 def mark_training_done(model_dir: str, global_step: int) -> None:
@@ -104,13 +117,16 @@ def snapshot(checkpoint: str, directory: str) -> str | None:
 
 
 def run_evaluator(estimator, eval_spec: EvalSpec, max_steps: int | None, *, poll_secs: float = 1.0,
-                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep
-                  ) -> RoundResult | None:
+                  clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                  listener=None) -> RoundResult | None:
     """Follows new checkpoints until training is over; returns the last round.
 
     Evaluates when the policy allows, and always evaluates the final checkpoint
     (the one at `max_steps`, or the newest once the chief marks training done),
-    whatever the throttle, so the final model is never skipped.
+    whatever the throttle, so the final model is never skipped. A `listener` (tf.estimator's
+    `_ContinuousEvalListener`) is asked before each evaluation (`before_eval()`) and told after it
+    (`after_eval(result)`, a `result` with `status`, `metrics` and `checkpoint_path`); either returning
+    False ends the evaluation there.
     """
     model_dir = estimator.model_dir
     if eval_spec.start_delay_secs:
@@ -132,6 +148,8 @@ def run_evaluator(estimator, eval_spec: EvalSpec, max_steps: int | None, *, poll
         if not final and not eval_spec.policy.should_evaluate(last, step, clock()):
             sleep(poll_secs)
             continue
+        if listener is not None and not listener.before_eval():
+            return last_round
         started = clock()
         private = snapshot(checkpoint, os.path.join(model_dir, "eval_snapshot"))
         if private is None:  # keep_checkpoint_max removed it before we could look: take the newest one
@@ -143,4 +161,7 @@ def run_evaluator(estimator, eval_spec: EvalSpec, max_steps: int | None, *, poll
             tf.io.gfile.rmtree(os.path.dirname(private))
         evaluated, last = checkpoint, EvalRecord(step, started)
         if final:
+            return last_round
+        if listener is not None and not listener.after_eval(EvalResult(EvalResult.EVALUATED, last_round.metrics,
+                                                                       checkpoint)):
             return last_round

@@ -41,7 +41,8 @@ class Exporter(abc.ABC):
 
 
 class _SavedModelExporter(Exporter):
-    """Shared arguments and the export call itself."""
+    """Exports a SavedModel every time it is asked (tf.estimator 2.15's private base exporter, which frameworks
+    such as EasyRec wrap); the public exporters below decide when."""
 
     def __init__(self, name: str, serving_input_receiver_fn: Callable, assets_extra=None, as_text=False):
         if not isinstance(name, str) or not name:
@@ -60,8 +61,13 @@ class _SavedModelExporter(Exporter):
     def name(self) -> str:
         return self._name
 
-    def _export(self, estimator, export_path: str, checkpoint_path: str, eval_result: Mapping) -> bytes | None:
-        step = eval_result.get("global_step")
+    def export(self, estimator, export_path, checkpoint_path, eval_result, is_the_final_export):
+        del is_the_final_export
+        return self._export(estimator, export_path, checkpoint_path, eval_result)
+
+    def _export(self, estimator, export_path: str, checkpoint_path: str, eval_result: Mapping | None
+                ) -> bytes | None:
+        step = (eval_result or {}).get("global_step")
         if step is not None and int(step) in exported_steps(export_path):
             logger.info("%s already holds an export of global step %d; not exporting it again.", export_path,
                         int(step))

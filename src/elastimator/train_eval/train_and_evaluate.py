@@ -21,24 +21,35 @@ logger = logging.getLogger("elastimator")
 class _EvaluateAfterSave(tf.compat.v1.train.CheckpointSaverListener):
     """Local mode: evaluates (and exports) after checkpoint saves the policy selects, and at the end."""
 
-    def __init__(self, estimator, eval_spec: EvalSpec, max_steps: int | None):
+    def __init__(self, estimator, eval_spec: EvalSpec, max_steps: int | None, listener=None):
         self._estimator, self._spec, self._max_steps = estimator, eval_spec, max_steps
+        self._listener = listener
         self._last: EvalRecord | None = None
         self.last_round: eval_rounds.RoundResult | None = None
 
-    def _round(self, step: int, final: bool) -> None:
+    def _round(self, step: int, final: bool) -> bool:
+        """Evaluates; False when a continuous-evaluation listener asks to stop training."""
+        if self._listener is not None and not final and not self._listener.before_eval():
+            return False
         started = time.monotonic()
         checkpoint = CheckpointDir(self._estimator.model_dir).newest()
         self.last_round = eval_rounds.evaluation_round(self._estimator, self._spec, checkpoint, final)
         self._last = EvalRecord(step, started)
+        if self._listener is not None and not final:
+            return bool(self._listener.after_eval(eval_rounds.EvalResult(
+                eval_rounds.EvalResult.EVALUATED, self.last_round.metrics, checkpoint)))
+        return True
 
     def after_save(self, session, global_step_value):
         step = int(global_step_value)
         if step == 0:  # nothing trained yet
-            return
+            return None
         final = self._max_steps is not None and step >= self._max_steps
         if final or self._spec.policy.should_evaluate(self._last, step, time.monotonic()):
-            self._round(step, final)
+            if not self._round(step, final):
+                logger.info("The continuous-evaluation listener asked to stop training at step %d.", step)
+                return True  # a CheckpointSaverListener's True stops training
+        return None
 
     def end(self, session, global_step_value):
         step = int(global_step_value)
@@ -59,24 +70,24 @@ def _check_args(estimator, train_spec, eval_spec) -> None:
         raise ConfigError(f"train_and_evaluate: eval_spec must be an EvalSpec; got {type(eval_spec).__name__}.")
 
 
-def _run_local(estimator, train_spec: TrainSpec, eval_spec: EvalSpec):
+def _run_local(estimator, train_spec: TrainSpec, eval_spec: EvalSpec, listener=None, extra_hooks=()):
     config = estimator.config
     if not (config.save_checkpoints_steps or config.save_checkpoints_secs):
         raise ConfigError(
             "train_and_evaluate evaluates after checkpoints, but RunConfig saves none (save_checkpoints_steps "
             "and save_checkpoints_secs are both None). Set one of them."
         )
-    listener = _EvaluateAfterSave(estimator, eval_spec, train_spec.max_steps)
-    estimator.train(train_spec.input_fn, hooks=train_spec.hooks, max_steps=train_spec.max_steps,
-                    saving_listeners=list(train_spec.saving_listeners) + [listener])
-    result = listener.last_round
+    evaluator = _EvaluateAfterSave(estimator, eval_spec, train_spec.max_steps, listener)
+    estimator.train(train_spec.input_fn, hooks=list(train_spec.hooks) + list(extra_hooks),
+                    max_steps=train_spec.max_steps, saving_listeners=list(train_spec.saving_listeners) + [evaluator])
+    result = evaluator.last_round
     if result is None:  # max_steps was already reached: evaluate what is there
         checkpoint = CheckpointDir(estimator.model_dir).newest()
         result = eval_rounds.evaluation_round(estimator, eval_spec, checkpoint, final=True)
     return result.metrics, result.export_results
 
 
-def _run_trainer(estimator, train_spec: TrainSpec):
+def _run_trainer(estimator, train_spec: TrainSpec, extra_hooks=()):
     config = estimator.config
     if is_collective(config.train_distribute):
         server = None if servers.strategy_started_server(config) else servers.start_server(config)
@@ -88,7 +99,7 @@ def _run_trainer(estimator, train_spec: TrainSpec):
                     config.num_ps_replicas)
     if config.is_chief:
         eval_rounds.clear_training_done(estimator.model_dir)
-    hooks = list(train_spec.hooks)
+    hooks = list(train_spec.hooks) + list(extra_hooks)
     if not config.is_chief:
         hooks.append(servers.StrandedWorkerExit(lambda: eval_rounds.training_done_at(estimator.model_dir)))
     estimator.train(train_spec.input_fn, hooks=hooks, max_steps=train_spec.max_steps,
@@ -109,8 +120,8 @@ def _run_ps(estimator):
     return None, []
 
 
-def _run_evaluator(estimator, train_spec: TrainSpec, eval_spec: EvalSpec):
-    result = eval_rounds.run_evaluator(estimator, eval_spec, train_spec.max_steps)
+def _run_evaluator(estimator, train_spec: TrainSpec, eval_spec: EvalSpec, listener=None):
+    result = eval_rounds.run_evaluator(estimator, eval_spec, train_spec.max_steps, listener=listener)
     return (result.metrics, result.export_results) if result else (None, [])
 
 

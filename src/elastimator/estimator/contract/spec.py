@@ -156,6 +156,20 @@ def tf_variable(variable):
     return variable if inner is None else inner
 
 
+_FUNCTION_CALLS = frozenset({"StatefulPartitionedCall", "PartitionedCall"})
+
+
+def _recorded_updates(metric, graph: tf.Graph) -> list:
+    """The update ops a tf-keras metric recorded while built in a graph (`metric.updates`, what tf.estimator
+    2.15 took), those of this graph."""
+    try:
+        recorded = list(getattr(metric, "updates", None) or ())
+    except Exception:  # pylint: disable=broad-except  # a property that needs a layer's state Keras 3 lacks
+        return []
+    ops = [getattr(update, "op", update) for update in recorded]
+    return [op for op in ops if isinstance(op, tf.Operation) and op.graph is graph]
+
+
 def _keras_metric_ops(name: str, metric, graph: tf.Graph):
     """(value, update_op) for a Keras metric object updated inside model_fn.
 
@@ -166,10 +180,13 @@ def _keras_metric_ops(name: str, metric, graph: tf.Graph):
     handles = {v.op for v in variables}
     updates = [
         op for op in graph.get_operations()
-        if op.type in state_updates._ASSIGN_TYPES  # pylint: disable=protected-access
-        and state_updates.target_variable_op(op) in handles
-        and not op.name.endswith("/Assign")
+        if (op.type in state_updates._ASSIGN_TYPES  # pylint: disable=protected-access
+            and state_updates.target_variable_op(op) in handles
+            and not op.name.endswith("/Assign"))
+        # tf-keras runs `update_state` as a tf.function: one call op takes the variables' handles.
+        or (op.type in _FUNCTION_CALLS and any(t.op in handles for t in op.inputs))
     ]
+    updates += [op for op in _recorded_updates(metric, graph) if op not in updates]
     if not updates:
         raise ModelFnError(
             f"EstimatorSpec: Keras metric eval_metric_ops[{name!r}] was never updated in this graph. "

@@ -102,9 +102,24 @@ def metrics_with_loss(spec: EstimatorSpec) -> dict:
 
 def build_for(estimator, mode: str, input_fn: Callable) -> ModelGraph:
     """Builds an Estimator's model for `mode` over its `input_fn` (both get the params of that mode)."""
-    return build(model_fn=estimator.model_fn, params=estimator._params_for(mode),  # pylint: disable=protected-access
+    return build(model_fn=model_fn_of(estimator), params=estimator._params_for(mode),  # pylint: disable=protected-access
                  config=estimator.config,
                  mode=mode, input_fn=input_fn)
+
+
+def model_fn_of(estimator) -> Callable:
+    """What the engine calls to build `estimator`'s model: its model_fn, or, where a subclass overrides
+    `_call_model_fn` (or a program patched it, as DLRover's trainer does), a model_fn that goes through it, as
+    tf.estimator 2.15 called `self._call_model_fn(features, labels, mode, config)` for every graph."""
+    is_default = getattr(estimator, "_is_default_call_model_fn", None)
+    if is_default is None or is_default():
+        return estimator.model_fn
+
+    def through_call_model_fn(features, labels, mode, config):
+        return estimator._call_model_fn(features, labels, mode, config)  # pylint: disable=protected-access
+
+    through_call_model_fn.__qualname__ = f"{type(estimator).__qualname__}._call_model_fn"
+    return through_call_model_fn
 
 
 def build(

@@ -91,7 +91,8 @@ def evaluate(
         all_hooks = list(built.input_hooks) + user_hooks + list(spec.evaluation_hooks) + [final]
         if steps is not None:
             all_hooks.append(engine_hooks.StopAfterStepsHook(steps))
-        creator = sessions.restoring_session_creator(spec, config, checkpoint, config.evaluation_master)
+        creator = sessions.restoring_session_creator(spec, config, checkpoint, config.evaluation_master,
+                                                     scaffold=sessions.evaluation_scaffold(spec, config))
         batches = 0
         with hooked_session.ReusingMonitoredSession(creator, all_hooks) as session:
             while not session.should_stop():

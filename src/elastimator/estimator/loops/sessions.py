@@ -71,10 +71,26 @@ class NewestIntactSessionCreator(tf.compat.v1.train.SessionCreator):
         ).create_session()
 
 
-def restoring_session_creator(spec, config, checkpoint: str | None, master: str):
-    """A session that restores `checkpoint` (or initializes, when None) for evaluation or prediction."""
+def evaluation_scaffold(spec, config) -> tf.compat.v1.train.Scaffold:
+    """`make_scaffold` for evaluation: a model's own `local_init_op` runs together with the default one.
+
+    The metrics (and the loss metric elastimator adds) make their local variables after the model_fn built its
+    scaffold, so a `local_init_op` of the model's alone would leave them uninitialized; tf.estimator grouped
+    the two, and frameworks (AdaNet) rely on it.
+    """
+    scaffold = make_scaffold(spec, config)
+    user = spec.scaffold
+    if user is None or user.local_init_op is None:
+        return scaffold
+    combined = tf.group(user.local_init_op, tf.compat.v1.train.Scaffold.default_local_init_op())
+    return tf.compat.v1.train.Scaffold(local_init_op=combined, copy_from_scaffold=scaffold)
+
+
+def restoring_session_creator(spec, config, checkpoint: str | None, master: str, scaffold=None):
+    """A session that restores `checkpoint` (or initializes, when None) for evaluation or prediction, with
+    `scaffold` (default: `make_scaffold`'s)."""
     return tf.compat.v1.train.ChiefSessionCreator(
-        scaffold=make_scaffold(spec, config), master=master,
+        scaffold=scaffold or make_scaffold(spec, config), master=master,
         config=config.effective_session_config(), checkpoint_filename_with_path=checkpoint,
     )
 

@@ -51,7 +51,7 @@ class CheckpointDir:
         """The step the newest intact checkpoint is named after (what the saver was told: the step a shard seal
         was committed under), or None with no checkpoint."""
         newest = self.newest()
-        return None if newest is None else step_of_path(newest)
+        return None if newest is None else _step_or_none(newest)
 
     def all(self) -> list[str]:
         """Every checkpoint prefix, oldest first."""
@@ -78,12 +78,14 @@ def check_model_dir(model_dir: str) -> str:
 
 
 def latest_checkpoint(model_dir: str) -> str | None:
-    """The newest checkpoint in `model_dir` that reads whole, or None.
+    """The checkpoint to restore from `model_dir`: the one its `checkpoint` state file names, or None.
 
-    A damaged newest checkpoint (a truncated `.data` file, a missing `.index`, from a
-    full disk or a copy cut short) is skipped, with a warning that says why, for the
-    newest intact one; an unreadable `checkpoint` state file is bypassed by looking
-    at the checkpoint files themselves.
+    As tf.estimator did, the state file decides, not the highest step on disk: a user who rolls a model back
+    by pointing `checkpoint` at an older prefix, or a framework that names a prefix of its own (AdaNet's
+    `increment.ckpt-N`), gets that checkpoint. Only when it does not read whole (a truncated `.data` file, a
+    missing `.index`, from a full disk or a copy cut short) is it skipped, with a warning that says why, for
+    the newest intact one; an unreadable or missing state file is bypassed by looking at the checkpoint files
+    themselves.
     """
     if not tf.io.gfile.isdir(model_dir):
         return None
@@ -122,13 +124,16 @@ def repair_state_file(model_dir: str) -> None:
 
 
 def _candidates(model_dir: str) -> list[str]:
-    """Checkpoint prefixes, newest first: those the state file lists and those whose files are on disk."""
+    """Checkpoint prefixes to restore, in order of preference: the one the state file names, then those it
+    lists and those whose files are on disk, newest first."""
+    named: list[str] = []
     listed: list[str] = []
     try:
         state = tf.train.get_checkpoint_state(model_dir)
         if state is not None:
             # TensorFlow has already joined relative entries with model_dir.
             listed = [*state.all_model_checkpoint_paths, state.model_checkpoint_path]
+            named = [state.model_checkpoint_path] if state.model_checkpoint_path else []
     except Exception as e:  # pylint: disable=broad-except  # UnicodeDecodeError, text_format.ParseError, OpError
         if model_dir not in _reported:
             _reported.add(model_dir)
@@ -140,7 +145,9 @@ def _candidates(model_dir: str) -> list[str]:
     for prefix in listed + on_disk:  # one entry per checkpoint, however its directory was spelled
         if _step_or_none(prefix) is not None:
             by_name.setdefault(os.path.basename(prefix), prefix)
-    return sorted(by_name.values(), key=_step_or_none, reverse=True)
+    for prefix in named:
+        by_name.pop(os.path.basename(prefix), None)
+    return named + sorted(by_name.values(), key=_step_or_none, reverse=True)
 
 
 def _step_or_none(prefix: str) -> int | None:
@@ -250,7 +257,7 @@ def all_checkpoints(model_dir: str) -> list[str]:
     """All checkpoint prefixes in model_dir (listed by its state file, or found on disk), oldest first."""
     if not tf.io.gfile.isdir(model_dir):
         return []
-    return _candidates(model_dir)[::-1]
+    return sorted(_candidates(model_dir), key=lambda prefix: _step_or_none(prefix) or -1)
 
 
 def global_step_of(checkpoint: str | None) -> int:

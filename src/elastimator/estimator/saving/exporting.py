@@ -140,6 +140,14 @@ def export_all_saved_models(
     return export_dir.encode()
 
 
+def _local_init_op(scaffold):
+    """What a loaded SavedModel runs first: the model's own `local_init_op` where its scaffold has one (as
+    tf.estimator exported it), or the local variables' and tables' initializers."""
+    if scaffold is not None and scaffold.local_init_op is not None:
+        return scaffold.local_init_op
+    return tf.group(tf.compat.v1.local_variables_initializer(), tf.compat.v1.tables_initializer())
+
+
 def _add_meta_graph(builder, estimator, mode: str, receiver_fn: Callable, checkpoint: str, *, with_variables: bool,
                     strip_default_attrs: bool) -> None:
     """Builds the model in `mode` over its receiver and adds that graph to `builder` (with the variables, restored
@@ -147,18 +155,19 @@ def _add_meta_graph(builder, estimator, mode: str, receiver_fn: Callable, checkp
     with tf.Graph().as_default() as graph:
         receiver = _receiver(receiver_fn, mode)
         built = model_graph.build(
-            model_fn=estimator.model_fn, params=estimator.params, config=estimator.config, mode=mode,
+            model_fn=model_graph.model_fn_of(estimator), params=estimator.params, config=estimator.config, mode=mode,
             features=receiver.features, labels=receiver.labels, place_on_cluster=False,
         )
         options = dict(signature_def_map=_signatures(built.spec, receiver, mode),
                        assets_collection=graph.get_collection(tf.compat.v1.GraphKeys.ASSET_FILEPATHS),
-                       main_op=tf.group(tf.compat.v1.local_variables_initializer(),
-                                        tf.compat.v1.tables_initializer()),
+                       main_op=_local_init_op(built.spec.scaffold),
                        strip_default_attrs=strip_default_attrs, clear_devices=True)
         if mode == ModeKeys.TRAIN:  # where tf.estimator put it, for SavedModelEstimator and other readers
             graph.add_to_collection(TRAIN_OP_COLLECTION, built.spec.train_op)
-        saver = checkpoints.make_saver(estimator.config)
-        saver.build()
+        saver = built.spec.scaffold.saver if built.spec.scaffold is not None else None
+        if saver is None:
+            saver = checkpoints.make_saver(estimator.config)
+            saver.build()
         if not with_variables:
             builder.add_meta_graph(_TAGS[mode], saver=saver, **options)
             return

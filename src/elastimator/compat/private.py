@@ -1,0 +1,107 @@
+"""Private helpers of tf.estimator 2.15 that frameworks import, each with 2.15's meaning (`migrate/surface.py`
+says which module served each and who uses it).
+
+* `util`: `parse_input_fn_result`, `parse_iterator_result`, `fn_args` (AdaNet, EasyRec);
+* `estimator_export.estimator_export`: the decorator that named a symbol's public API path (EasyRec);
+* `estimator._load_global_step_from_checkpoint_dir` (Mesh TensorFlow, GPT-Neo, the TPU models);
+* `tpu.tpu_estimator.BatchConfig` and `model_fn_inference_on_tpu` (AdaNet's TPU export path);
+* TensorFlow's `distribute.estimator_training`, which left TensorFlow with tf.estimator (EasyRec).
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, Callable
+
+import tensorflow as tf
+from tensorflow.python.util import function_utils
+
+from elastimator.estimator import EstimatorSpec, ModeKeys, global_step_of
+from elastimator.estimator.graph import calls
+from elastimator.train_eval import train_and_evaluate as _train_and_evaluate
+
+fn_args = function_utils.fn_args
+"""The names of a function's positional parameters, through partials and bound methods (TensorFlow's own)."""
+
+
+def parse_iterator_result(result) -> tuple[Any, Any]:
+    """(features, labels) of what an input's iterator yields: a pair, or features alone (labels None).
+
+    Raises:
+        ValueError: for a list or tuple that is not a pair.
+    """
+    if isinstance(result, (list, tuple)):
+        if len(result) != 2:
+            raise ValueError(f"input_fn should return (features, labels) as a len 2 tuple; got {len(result)} "
+                             "elements. Put extra tensors inside the features dict.")
+        return result[0], result[1]
+    return result, None
+
+
+def parse_input_fn_result(result) -> tuple[Any, Any, list]:
+    """(features, labels, input_hooks) of what an input_fn returned; a `tf.data.Dataset` is iterated in the
+    current graph, with the hook that initializes its iterator."""
+    hooks = []
+    if isinstance(result, tf.data.Dataset):
+        iterator = tf.compat.v1.data.make_initializable_iterator(result)
+        hooks.append(calls.DatasetInitializerHook(iterator))
+        result = iterator.get_next()
+    return parse_iterator_result(result) + (hooks,)
+
+
+def estimator_export(*api_names: str, **kwargs) -> Callable:
+    """The decorator tf.estimator put on its public symbols; it names the symbol's API path and returns it
+    unchanged (the name is kept as `_estimator_api_names`, where TensorFlow's API generator read it)."""
+    del kwargs
+
+    def record(symbol):
+        try:
+            symbol._estimator_api_names = api_names  # pylint: disable=protected-access
+        except (AttributeError, TypeError):  # a builtin or a frozen object: nothing to record on
+            pass
+        return symbol
+
+    return record
+
+
+def _load_global_step_from_checkpoint_dir(checkpoint_dir: str) -> int:
+    """The global step of the checkpoint `checkpoint_dir`'s state file names; 0 without one."""
+    checkpoint = tf.train.latest_checkpoint(checkpoint_dir)
+    return global_step_of(checkpoint) if checkpoint else 0
+
+
+class BatchConfig(collections.namedtuple("BatchConfig", [
+        "num_batch_threads", "max_batch_size", "batch_timeout_micros", "allowed_batch_sizes",
+        "max_enqueued_batches"])):
+    """How TPU inference batched requests (tf.estimator 2.15's fields; off a TPU nothing batches them)."""
+
+    def __new__(cls, num_batch_threads, max_batch_size, batch_timeout_micros, allowed_batch_sizes,
+                max_enqueued_batches=100):
+        return super().__new__(cls, num_batch_threads, max_batch_size, batch_timeout_micros, allowed_batch_sizes,
+                               max_enqueued_batches)
+
+
+def model_fn_inference_on_tpu(model_fn: Callable, features, labels=None, config=None, params=None,
+                              batch_config=None) -> EstimatorSpec:
+    """The PREDICT `EstimatorSpec` of `model_fn` over `features`, for a serving export.
+
+    2.15 compiled the model for a TPU and batched requests by `batch_config`; off a TPU the same model_fn is
+    built on the host, unbatched (the export's signatures and outputs are those the TPU graph had).
+    """
+    del batch_config
+    return calls.call_model_fn(model_fn, features, labels, ModeKeys.PREDICT, params, config)
+
+
+# --- tensorflow.python.distribute.estimator_training --------------------------------------------
+
+def should_run_distribute_coordinator(config) -> bool:
+    """Whether 2.15 would hand `train_and_evaluate` to TensorFlow's distribute coordinator: never here
+    (elastimator runs every role itself, strategies included)."""
+    del config
+    return False
+
+
+def train_and_evaluate(estimator, train_spec, eval_spec, executor_cls=None):
+    """The distribute coordinator's `train_and_evaluate`: elastimator's, for this process's role."""
+    del executor_cls
+    return _train_and_evaluate.train_and_evaluate(estimator, train_spec, eval_spec)

@@ -1,0 +1,75 @@
+"""TF-Ranking's Keras-to-Estimator path (`tfr.keras.estimator.model_to_estimator`, as its tests and guide build it):
+a DNN ranking network made into a Keras ranking model with a softmax ranking loss and TF-Ranking's default metrics
+(NDCG, MRR, ARP, ... as Keras metric objects), turned into an Estimator, trained with `train_and_evaluate`,
+evaluated, used to predict and exported. Lists of 4 documents whose relevance follows a feature. Prints
+`RESULT {json}`.
+"""
+import json
+import sys
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_ranking as tfr
+
+rng = np.random.RandomState(0)
+LISTS, LIST_SIZE = 256, 4
+DENSE = rng.normal(size=(LISTS, LIST_SIZE, 2)).astype("float32")
+QUERY_LENGTH = rng.randint(1, 5, size=(LISTS, 1)).astype("int64")
+LABELS = np.clip(np.round(DENSE[:, :, 0] - 0.5 * DENSE[:, :, 1] + 1.0), 0, 3).astype("float32")
+
+CONTEXT = {"query_length": tf.feature_column.numeric_column("query_length", shape=(1,), dtype=tf.int64,
+                                                             default_value=0)}
+EXAMPLE = {"dense_feature": tf.feature_column.numeric_column("dense_feature", shape=(2,), default_value=0.0)}
+
+
+def input_fn(training):
+    def fn():
+        features = {"query_length": QUERY_LENGTH, "dense_feature": DENSE}
+        dataset = tf.data.Dataset.from_tensor_slices((features, LABELS))
+        return (dataset.shuffle(LISTS, seed=1).repeat() if training else dataset).batch(32)
+    return fn
+
+
+def main(model_dir):
+    tf.compat.v1.set_random_seed(7)
+    network = tfr.keras.canned.DNNRankingNetwork(
+        context_feature_columns=CONTEXT, example_feature_columns=EXAMPLE, hidden_layer_dims=[16, 8],
+        activation=tf.nn.relu, use_batch_norm=False, dropout=0.0)
+    model = tfr.keras.model.create_keras_model(
+        network=network,
+        loss=tfr.keras.losses.get(tfr.losses.RankingLossKey.SOFTMAX_LOSS,
+                                  reduction=tf.compat.v2.losses.Reduction.SUM_OVER_BATCH_SIZE),
+        metrics=tfr.keras.metrics.default_keras_metrics(),
+        optimizer=tf.keras.optimizers.legacy.Adagrad(learning_rate=0.1), size_feature_name=None)
+    estimator = tfr.keras.estimator.model_to_estimator(
+        model=model, model_dir=model_dir,
+        config=tf.estimator.RunConfig(tf_random_seed=7, save_checkpoints_steps=100),
+        serving_default="predict")
+    train_spec = tf.estimator.TrainSpec(input_fn=input_fn(True), max_steps=200)
+    eval_spec = tf.estimator.EvalSpec(name="eval", input_fn=input_fn(False), steps=None, throttle_secs=0)
+    tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
+    metrics = estimator.evaluate(input_fn(False))
+    scores = np.stack([np.asarray(p) for p in estimator.predict(input_fn(False))])
+
+    def serving_input_fn():
+        placeholders = {"query_length": tf.compat.v1.placeholder(tf.int64, [None, 1], "query_length"),
+                        "dense_feature": tf.compat.v1.placeholder(tf.float32, [None, LIST_SIZE, 2],
+                                                                  "dense_feature")}
+        return tf.estimator.export.ServingInputReceiver(placeholders, placeholders)
+
+    export_dir = estimator.export_saved_model(model_dir + "/export", serving_input_fn)
+    loaded = tf.saved_model.load(export_dir)
+    served = loaded.signatures["predict"](query_length=tf.constant(QUERY_LENGTH[:4]),
+                                         dense_feature=tf.constant(DENSE[:4]))
+    print("RESULT " + json.dumps({
+        "metrics": {k: float(v) for k, v in metrics.items()},
+        "scores_shape": list(scores.shape),
+        "scores": np.round(scores[:2], 3).tolist(),
+        "signatures": sorted(loaded.signatures),
+        "served_keys": sorted(served),
+        "served_scores": np.round(next(iter(served.values())).numpy()[:2], 3).tolist(),
+    }, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
