@@ -7,8 +7,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-# Third-party estimator code for the compatibility test; its pinned dependencies predate TF 2.21, hence --no-deps.
-.venv/bin/python -m pip install --quiet --no-deps deepctr==0.9.4
+# Frameworks built on tf.estimator, for the compatibility tests (tests/compat_programs/test_frameworks.py,
+# tests/integration/test_deepctr.py). They pin TensorFlow releases before 2.16, hence --no-deps; what they import
+# besides TensorFlow comes on the second line.
+.venv/bin/python -m pip install --quiet --no-deps deepctr==0.9.4 tensorflow-ranking==0.5.5 adanet==0.9.0 \
+  tensorflow-gan==2.1.0 pai-easy-rec==0.7.1 tensorflow-hub==0.16.1
+.venv/bin/python -m pip install --quiet "tensorflow-probability==0.25.*" "future>=1.0"
 SMOKE_TF=${SMOKE_TF-2.16}
 prepare_log=${TMPDIR:-/tmp}/elastimator-smoke-prepare.log
 if [ $# -eq 0 ] && [ -n "$SMOKE_TF" ]; then

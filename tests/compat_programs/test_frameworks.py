@@ -73,7 +73,7 @@ def test_tf_gan_estimator_learns_the_distribution_as_on_2_15(tmp_path):
     got, reference = run_program("gan_estimator", tmp_path), REFERENCE["gan_estimator"]
     for key in ("metric_keys", "global_step", "sample_count", "variables", "real_mean"):
         assert got[key] == reference[key], key
-    # The generated samples' mean reaches the real data's 3.0 (2.95-2.97 on both over four runs).
+    # The generated samples' mean reaches the real data's 3.0 (2.95-3.04 on both over five runs).
     assert abs(got["generated_mean"] - got["real_mean"]) < 0.25
     assert abs(got["sample_mean"] - reference["sample_mean"]) < 0.3
 

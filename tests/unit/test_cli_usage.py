@@ -16,7 +16,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def test_elastimator_alone_lists_every_command_and_exits_2(capsys):
     assert cli.main([]) == 2
     listed = capsys.readouterr().err
-    for command in ("run", "export", "predict", "inspect", "report", "shard-service", "launch", "scale", "k8s"):
+    for command in ("run", "export", "predict", "inspect", "report", "shard-service", "launch", "scale", "k8s",
+                    "check"):
         assert f"    {command}" in listed, command
 
 

@@ -16,8 +16,7 @@ from typing import Any, Callable
 import tensorflow as tf
 from tensorflow.python.util import function_utils
 
-from elastimator.estimator import EstimatorSpec, ModeKeys, global_step_of
-from elastimator.estimator.graph import calls
+from elastimator.estimator import DatasetInitializerHook, EstimatorSpec, ModeKeys, call_model_fn, global_step_of
 from elastimator.train_eval import train_and_evaluate as _train_and_evaluate
 
 fn_args = function_utils.fn_args
@@ -44,7 +43,7 @@ def parse_input_fn_result(result) -> tuple[Any, Any, list]:
     hooks = []
     if isinstance(result, tf.data.Dataset):
         iterator = tf.compat.v1.data.make_initializable_iterator(result)
-        hooks.append(calls.DatasetInitializerHook(iterator))
+        hooks.append(DatasetInitializerHook(iterator))
         result = iterator.get_next()
     return parse_iterator_result(result) + (hooks,)
 
@@ -89,7 +88,7 @@ def model_fn_inference_on_tpu(model_fn: Callable, features, labels=None, config=
     built on the host, unbatched (the export's signatures and outputs are those the TPU graph had).
     """
     del batch_config
-    return calls.call_model_fn(model_fn, features, labels, ModeKeys.PREDICT, params, config)
+    return call_model_fn(model_fn, features, labels, ModeKeys.PREDICT, params, config)
 
 
 # --- tensorflow.python.distribute.estimator_training --------------------------------------------

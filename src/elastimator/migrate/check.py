@@ -125,7 +125,7 @@ def _classify(dotted: str) -> tuple[str, str, bool, str] | None:
     return _public(parts)
 
 
-NOT_IN_215 = "a name of TensorFlow 1's tf.estimator"
+NOT_IN_215 = "a name of an older tf.estimator, gone by 2.15"
 _UNLISTED = "not among the names elastimator serves of this module (see elastimator/migrate/surface.py)"
 
 
@@ -140,7 +140,7 @@ def _private(module: str, name: str):
     if served is None and f"{module}.{name}" in surface.PRIVATE:  # a submodule, reached as an attribute
         return (canonical, PRIVATE, True, "")
     if served is None:
-        return (canonical, PRIVATE, False, _UNLISTED)
+        return (canonical, PRIVATE, False, surface.PRIVATE_NOT_SERVED.get(f"{module}.{name}", _UNLISTED))
     return (canonical, PRIVATE, True, served.differs)
 
 

@@ -145,6 +145,20 @@ the names of it that elastimator serves."""
 
 PRIVATE_ROOTS = ("tensorflow.python.estimator", "tensorflow_estimator.python.estimator")
 
+_V1_HEAD = ("tf.estimator 1.x's head factories, which only AdaNet's own tests call; use the public heads "
+            "(tf.estimator.BinaryClassHead, MultiClassHead, RegressionHead)")
+
+PRIVATE_NOT_SERVED: dict[str, str] = {
+    "canned.head._binary_logistic_head_with_sigmoid_cross_entropy_loss": _V1_HEAD,
+    "canned.head._multi_class_head_with_softmax_cross_entropy_loss": _V1_HEAD,
+    "canned.head._regression_head": _V1_HEAD,
+    "canned.dnn._dnn_model_fn": "the DNN estimators' internal model_fn, which only AdaNet's own tests call; use "
+                                "tf.estimator.DNNEstimator, or dnn_logit_fn_builder in a model_fn of yours",
+    "training._DELAY_SECS_PER_WORKER": "tf.estimator's start-up delay per worker, which only AdaNet's own "
+                                       "distributed test reads; elastimator's workers wait for the chief instead",
+}
+"""Private names public code used that elastimator leaves out on purpose, with why and what to use instead."""
+
 REMOVED_TF_MODULES: dict[str, dict[str, Served]] = {
     "tensorflow.python.distribute.estimator_training": _names(
         "elastimator.compat.private", ("should_run_distribute_coordinator", "train_and_evaluate")),
