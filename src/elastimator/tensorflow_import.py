@@ -45,6 +45,9 @@ _QUIET_START_NOISE = re.compile(_LOAD_NOISE.pattern + r"|^(?:" + _NATIVE.format(
                                 + r").*failed call to cuInit")
 """The load noise, and the CUDA driver's absence reported as an error on a machine without a GPU."""
 _DEPRECATED_V1_LAYERS = r"`tf\.layers\..*` is deprecated"
+_FIRST_SESSION_NOISE = re.compile(r"^(?:" + _NATIVE.format(levels="I").replace("^", "")
+                                  + r").*MLIR V1 optimization pass is not enabled")
+"""What the first graph a process runs prints (an INFO line about a pass TensorFlow leaves off)."""
 
 logger = logging.getLogger("elastimator")
 
@@ -241,6 +244,13 @@ class _QuietTensorFlowFinder(importlib.abc.MetaPathFinder):
         return _import_hooks.around_execution(importlib.util.find_spec(fullname), _quiet_start)
 
 
+class _QuietStartState:
+    """Whether this process's quiet start still has the first session to hold back (set once TensorFlow loaded
+    quietly; cleared by that session)."""
+
+    first_session_pending = False
+
+
 @contextlib.contextmanager
 def _quiet_start(module):
     with _native_stderr_filtered(_QUIET_START_NOISE):
@@ -249,6 +259,19 @@ def _quiet_start(module):
         # without one it prints "failed call to cuInit", which reads like a failure and is none. (Listing
         # physical devices leaves them configurable: set_logical_device_configuration still works.)
         module.config.list_physical_devices("GPU")
+    _QuietStartState.first_session_pending = True
+
+
+@contextlib.contextmanager
+def quiet_first_session():
+    """Around the creation of an engine session: where TensorFlow started quietly, the first one the process
+    makes leaves out the INFO line its first graph run prints ("MLIR V1 optimization pass is not enabled")."""
+    if not _QuietStartState.first_session_pending:
+        yield
+        return
+    _QuietStartState.first_session_pending = False
+    with _native_stderr_filtered(_FIRST_SESSION_NOISE):
+        yield
 
 
 @contextlib.contextmanager

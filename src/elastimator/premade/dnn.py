@@ -47,17 +47,21 @@ def dnn_logits(net: tf.Tensor, *, hidden_units: Sequence[int], units: int, activ
     Variables are named as tf.estimator named them (`hiddenlayer_0/kernel`, `logits/bias`)
     under the caller's variable scope.
     """
+    # The v1 layer classes, which tf.compat.v1.layers.dense and friends build (those functions warn that they are
+    # deprecated, from this file, about a call the user never made); `_scope` names the variables as they did.
     layers = tf.compat.v1.layers
     for index, width in enumerate(hidden_units):
-        net = layers.dense(net, width, activation=None if batch_norm else activation,
-                           kernel_initializer=tf.compat.v1.glorot_uniform_initializer(), name=f"hiddenlayer_{index}")
+        name = f"hiddenlayer_{index}"
+        net = layers.Dense(width, activation=None if batch_norm else activation,
+                           kernel_initializer=tf.compat.v1.glorot_uniform_initializer(), name=name, _scope=name)(net)
         if batch_norm:
             # Moving statistics update through UPDATE_OPS, which the head runs with each step.
-            net = activation(layers.batch_normalization(net, momentum=0.999, training=training,
-                                                        name=f"hiddenlayer_{index}/batchnorm_{index}"))
+            norm = f"{name}/batchnorm_{index}"
+            net = activation(layers.BatchNormalization(momentum=0.999, name=norm, _scope=norm)(net, training=training))
         if dropout:
-            net = layers.dropout(net, rate=dropout, training=training)
-    return layers.dense(net, units, kernel_initializer=tf.compat.v1.glorot_uniform_initializer(), name="logits")
+            net = layers.Dropout(rate=dropout)(net, training=training)
+    return layers.Dense(units, kernel_initializer=tf.compat.v1.glorot_uniform_initializer(), name="logits",
+                        _scope="logits")(net)
 
 
 class _DNN(CannedEstimator):

@@ -24,6 +24,8 @@ from __future__ import annotations
 import tensorflow as tf
 from tensorflow.python.training import monitored_session  # pylint: disable=no-name-in-module
 
+from elastimator import tensorflow_import
+
 _LEAVES = (tf.Tensor, tf.Operation, tf.Variable)
 MAX_PLANS = 64
 """The most call shapes kept per session; past it the kept ones are dropped and made again on use."""
@@ -109,4 +111,5 @@ class ReusingMonitoredSession(monitored_session._MonitoredSession):  # pylint: d
     _CoordinatedSessionCreator = _ReusingSessionCreator
 
     def __init__(self, session_creator, hooks, should_recover: bool = True):
-        super().__init__(session_creator, hooks, should_recover=should_recover)
+        with tensorflow_import.quiet_first_session():
+            super().__init__(session_creator, hooks, should_recover=should_recover)
