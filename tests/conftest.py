@@ -40,8 +40,9 @@ def make_estimator(tmp_path):
 def _dlrover_examples_line() -> str:
     if DLROVER_EXAMPLES.is_dir():
         return f"DLRover's examples: {DLROVER_EXAMPLES} (their tests run)"
-    return (f"DLRover's examples: NOT FOUND at {DLROVER_EXAMPLES}, so their tests SKIP (put shared/ beside the "
-            "checkout, or set ELASTIMATOR_SHARED)")
+    return (f"DLRover's examples: NOT FOUND at {DLROVER_EXAMPLES}, so their tests SKIP (DLRover's own example "
+            "confs and models, from its repository's examples/tensorflow, run unedited as fixtures: put a copy at "
+            "that path, or set ELASTIMATOR_SHARED to the folder holding dlrover-examples; see the README)")
 
 
 def pytest_report_header(config):

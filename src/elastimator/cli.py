@@ -135,9 +135,11 @@ def _parser() -> argparse.ArgumentParser:
     scale.add_argument("--workers", type=int, required=True,
                        help="workers to run from now on (0 to --max-workers of the launch)")
 
-    k8s = command("k8s", help="Kubeflow TFJob manifests: write, validate, submit, scale")
+    k8s = command("k8s", help="Kubernetes jobs (a Kubeflow TFJob or a JobSet): write, convert, validate, submit, "
+                              "scale")
     k8s_commands = k8s.add_subparsers(dest="k8s_command", required=True, metavar="K8S_COMMAND")
-    manifest = k8s_commands.add_parser("manifest", help="write the TFJob (and its token Secret) for a conf")
+    manifest = k8s_commands.add_parser("manifest", help="write the TFJob or JobSet (and its token Secret) for a "
+                                                        "conf")
     manifest.add_argument("conf", help="the conf as the container sees it, e.g. examples/census/census_conf.py")
     manifest.add_argument("--image", required=True, help="container image with elastimator and the conf")
     manifest.add_argument("--name", help="job name (default: from the conf's file name)")
@@ -161,12 +163,14 @@ def _parser() -> argparse.ArgumentParser:
     convert.add_argument("elastic_job", help="the ElasticJob file (elastic.iml.github.io/v1alpha1)")
     convert.add_argument("--api", choices=("tfjob", "jobset"), default="tfjob", help="what to write (default tfjob)")
     convert.add_argument("--output", "-o", help="file to write (default: standard output)")
-    validate = k8s_commands.add_parser("validate", help="check a manifest against the TFJob schema and core/v1")
+    validate = k8s_commands.add_parser("validate", help="check a manifest against the TFJob or JobSet schema and "
+                                                        "core/v1")
     validate.add_argument("manifest", help="a manifest file (e.g. one `elastimator k8s manifest` wrote)")
     submit = k8s_commands.add_parser("submit", help="create the manifest's objects with the kubernetes client")
     submit.add_argument("manifest", help="a file `elastimator k8s manifest` wrote")
-    k8s_scale = k8s_commands.add_parser("scale", help="patch a submitted TFJob's Worker replicas")
-    k8s_scale.add_argument("name", help="the TFJob's name")
+    k8s_scale = k8s_commands.add_parser("scale", help="change a submitted job's workers (a TFJob's Worker replicas, "
+                                                      "a JobSet's worker job)")
+    k8s_scale.add_argument("name", help="the TFJob's or JobSet's name")
     k8s_scale.add_argument("--workers", type=int, required=True, help="Worker replicas from now on")
     k8s_scale.add_argument("--namespace", default="default")
     k8s_scale.add_argument("--api", choices=("tfjob", "jobset"), default="tfjob",
@@ -349,7 +353,7 @@ def _scale(args) -> int:
 
 
 def _k8s(args) -> int:
-    from elastimator.cluster import k8s
+    from elastimator.cluster import k8s, manifests
 
     if args.k8s_command == "manifest":
         spec = k8s.TFJobSpec.from_args(args)
@@ -374,7 +378,7 @@ def _k8s(args) -> int:
         from elastimator.cluster import elastic_job
 
         conversion = elastic_job.convert(k8s.load(args.elastic_job)[0], args.api)
-        k8s.check(conversion.documents)
+        manifests.check(conversion.documents)
         for note in conversion.notes:
             print(f"note: {note}", file=sys.stderr)
         text = k8s.render(conversion.documents)
@@ -390,11 +394,11 @@ def _k8s(args) -> int:
         return 0
     if args.k8s_command == "validate":
         documents = k8s.load(args.manifest)
-        k8s.check(documents)
+        manifests.check(documents)
         print(f"{args.manifest}: valid ({', '.join(d.get('kind', '?') for d in documents)})")
         return 0
     if args.k8s_command == "submit":
-        for created in k8s.submit(k8s.load(args.manifest)):
+        for created in manifests.submit(k8s.load(args.manifest)):
             print(f"created {created}")
         return 0
     if args.api == "jobset":
@@ -449,8 +453,10 @@ def main(argv=None) -> int:
             import_quietly(args.verbose)
         return COMMANDS[args.command](args)
     except USAGE_ERRORS as e:
+        _traceback_if_asked(args)
         return _fail(f"error: {e}", USAGE_EXIT)
     except ElastimatorError as e:
+        _traceback_if_asked(args)
         where = _where(e.__cause__) if e.__cause__ is not None else ""  # the user's line that raised, if any
         return _fail(f"error: {e}{where}", REPEATING_EXIT if _repeats(e) and args.command == "run" else 1)
     except KeyboardInterrupt:
@@ -459,9 +465,15 @@ def main(argv=None) -> int:
         # Not one of ours: a missing TensorFlow, a kubeconfig the client cannot read, a bug. One line names it;
         # the traceback is there for whoever asks.
         if args.verbose or os.environ.get(TRACEBACKS_ENV):
-            traceback.print_exc()
+            _traceback_if_asked(args)
             return _fail(f"error: {type(e).__name__}: {e}{_where(e)}", 1)
         return _fail(f"error: {type(e).__name__}: {e}{_where(e)} (--verbose shows the traceback)", 1)
+
+
+def _traceback_if_asked(args) -> None:
+    """With --verbose (or ELASTIMATOR_TRACEBACKS), the traceback of the error being handled, before its line."""
+    if getattr(args, "verbose", False) or os.environ.get(TRACEBACKS_ENV):
+        traceback.print_exc()
 
 
 def _check_paths(args) -> None:

@@ -77,10 +77,10 @@ def test_deepfm_conf_trains_evaluates_and_exports_unedited(tmp_path):
            "sparse_features" in result.stderr
     assert re.search(r"^\s+AUC\s+0\.\d+", result.stdout, flags=re.M), result.stdout
     # Empty CTR fields became 0, as decode_csv's defaults made them in DLRover, and were counted per column.
-    filled = re.search(r"empty fields filled \(train_set\)\s+(.*)", result.stdout)
+    filled = re.search(r"empty fields filled \(train_set, per read\)\s+(.*)", result.stdout)
     assert filled and "I1: " in filled.group(1), result.stdout
     inspected = _elastimator(["inspect", "."], cwd=work)
-    assert inspected.returncode == 0 and "empty fields filled (train_set)" in inspected.stdout
+    assert inspected.returncode == 0 and "empty fields filled (train_set, per read)" in inspected.stdout
     served = tf.saved_model.load(str(_only_export(work))).signatures["serving_default"]
     row = {f"I{i}": tf.constant([float(i)]) for i in range(1, 14)}
     row.update({f"C{i}": tf.constant(["05db9164"]) for i in range(1, 27)})

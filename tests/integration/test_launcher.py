@@ -170,10 +170,12 @@ def test_ctrl_c_ends_every_process(tmp_path, sigint_ignored):
     launch = subprocess.Popen([cli, "launch", CONF, "--workers", "1", "--model-dir", str(model_dir),
                                "--max-steps", "100000"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               preexec_fn=ignore)
-    lines = []
-    for line in launch.stdout:
+    lines, first_batches = [], set()
+    for line in launch.stdout:  # each trainer says so as it trains its first batch, not when the job ends
         lines.append(line)
         if "trained its first batch" in line:
+            first_batches.add("chief" if "chief" in line.split("trained")[0] else "worker")
+        if first_batches == {"chief", "worker"}:
             break
     else:
         pytest.fail("".join(lines[-40:]))

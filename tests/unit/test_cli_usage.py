@@ -39,6 +39,20 @@ def test_a_conf_file_that_only_defines_conf_classes_names_them():
         load_conf(path)
 
 
+def test_a_conf_class_that_is_not_there_lists_the_ones_that_are():
+    path = os.path.join(ROOT, "examples", "census", "census_conf.py")
+    with pytest.raises(ConfError, match=r"census_conf\.py' has no 'Nope'; it defines the conf class\(es\) "
+                                        r"CensusConf\."):
+        load_conf(f"{path}:Nope")
+
+
+def test_k8s_help_names_both_apis(capsys):
+    with pytest.raises(SystemExit):
+        cli._parser().parse_args(["k8s", "--help"])  # pylint: disable=protected-access
+    out = capsys.readouterr().out
+    assert "JobSet" in out and "TFJob" in out
+
+
 def test_paths_that_name_nothing_are_bad_usage(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)  # the conf imports tests.helpers
     assert cli.main(["run", str(tmp_path / "nope.py")]) == 2
@@ -74,3 +88,15 @@ def test_a_mistyped_path_is_answered_before_tensorflow_loads(tmp_path):
     for said in ("conf file 'nope.py' does not exist", "model_dir 'no_model' does not exist",
                  "--saved-model 'census_modle' does not exist"):
         assert said in run.stderr
+
+
+def test_verbose_shows_the_traceback_of_elastimators_own_errors_too(tmp_path, capsys):
+    """The README promises the traceback with --verbose; for elastimator's own errors it printed the same line."""
+    missing = str(tmp_path / "nowhere")
+    assert cli.main(["inspect", missing]) == 2
+    plain = capsys.readouterr().err
+    assert "Traceback" not in plain and f"model_dir {missing!r} does not exist" in plain
+    assert cli.main(["--verbose", "inspect", missing]) == 2
+    verbose = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in verbose and "MissingPathError" in verbose
+    assert verbose.rstrip().endswith(plain.strip().splitlines()[-1])

@@ -3,7 +3,7 @@
 
 import pytest
 
-from elastimator.compat.dlrover_entry import ENTRY_MODULES, plan
+from elastimator.dlrover_entry import ENTRY_MODULES, plan
 from elastimator.errors import ConfError
 
 

@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from elastimator.cluster import elastic_job, k8s
+from elastimator.cluster import elastic_job, k8s, manifests
 from elastimator.errors import ClusterError
 from tests.helpers import DLROVER_EXAMPLES
 
@@ -32,7 +32,7 @@ JOB = {"apiVersion": "elastic.iml.github.io/v1alpha1", "kind": "ElasticJob",
 @pytest.mark.parametrize("api", ["tfjob", "jobset"])
 def test_an_elastic_job_converts_keeping_counts_images_resources_volumes_env_and_command(api):
     conversion = elastic_job.convert(JOB, api)
-    k8s.check(conversion.documents)
+    manifests.check(conversion.documents)
     _, _, job = conversion.documents
     if api == "tfjob":
         replicas = job["spec"]["tfReplicaSpecs"]

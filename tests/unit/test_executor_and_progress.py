@@ -182,6 +182,37 @@ def test_steps_per_second_and_eta_come_from_the_recent_pace_not_the_slow_start()
     assert "100.0 steps/s" in hook.last_line and "ETA 0:01:08" in hook.last_line  # 6,895 steps left at 100/s
 
 
+def test_a_pause_before_the_last_call_does_not_read_as_a_slow_pace():
+    """A 40 steps/s run whose final checkpoint was evaluated before its last call: its last frame read 1.0 steps/s."""
+    clock = _Clock()
+    stream = io.StringIO()
+    hook = ProgressHook(TrainingStep(loss=None, global_step=None, outputs={}), 1000, stream=stream, clock=clock)
+    for step in range(10, 991, 10):
+        _call(hook, clock, step, 0.25)  # 40 steps/s
+    _call(hook, clock, 1000, 30.25)  # an evaluation ran between the last two calls
+    hook.end(None)
+    assert "40.0 steps/s" in hook.last_line and hook.last_line.startswith("step 1000/1000")
+
+
+def test_piped_the_first_line_waits_for_a_measured_pace():
+    """Piped, the first line read `step 2/3000 ... ETA 0:46:55` for a 35 s run."""
+    clock = _Clock()
+    stream = io.StringIO()
+    hook = ProgressHook(TrainingStep(loss=None, global_step=None, outputs={}), 3000, stream=stream, every_secs=10.0,
+                        clock=clock)
+    _call(hook, clock, 1, 3.0)  # building, warming up
+    _call(hook, clock, 2, 1.0)  # a step after the first checkpoint
+    for step in range(102, 3002, 100):
+        _call(hook, clock, step, 1.1)  # about 91 steps/s
+    first = stream.getvalue().splitlines()[0]
+    assert first.startswith("step 9") and "90.9 steps/s" in first, first
+    assert "ETA 0:00:2" in first or "ETA 0:00:1" in first, first
+
+
+def test_no_pace_is_shown_before_it_is_measured():
+    assert progress_line(2, 3000, None, 0.5) == "step 2/3000 [........................]   0% loss 0.5000"
+
+
 def test_without_a_terminal_the_last_line_is_written_once():
     clock = _Clock()
     stream = io.StringIO()
@@ -202,3 +233,11 @@ def test_the_report_smooths_the_training_loss_and_titles_the_chart_by_name():
     assert smoothed(ramp)[100] == pytest.approx(100.0)  # centered: no lag behind a falling or rising loss
     assert smoothed([2.0, 2.0, 2.0]) == pytest.approx([2.0, 2.0, 2.0])
     assert title("/some/where/census_model/", 3002) == "census_model: 3,002 steps"
+
+
+def test_the_summary_says_how_bad_records_and_empty_fields_are_counted():
+    """One bad line in a file read 12 times read `bad records 1` beside `empty fields filled age: 12`."""
+    from elastimator.job import data_quality  # pylint: disable=import-outside-toplevel
+
+    assert data_quality.rows({"train_set": data_quality.entry(1, {"age": 12})}) == [
+        ("bad records (train_set)", "1"), ("empty fields filled (train_set, per read)", "age: 12")]

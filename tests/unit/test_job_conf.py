@@ -30,7 +30,8 @@ def test_a_minimal_conf_gets_the_documented_defaults():
 
 @pytest.mark.parametrize("overrides, message", [
     ({"max_step": 100}, r"unknown key\(s\) 'max_step' \(did you mean 'max_steps'\?\)"),
-    ({"max_steps": "1000"}, r"'max_steps' expected int >= 1 or None; got str '1000'"),
+    ({"max_steps": "1000"}, r"'max_steps' expected int >= 1 or None; got str '1000'\. Set it as a plain int in the "
+                            r"conf, e\.g\. max_steps = 1000 \(or None\)\."),
     ({"save_steps": 10, "save_secs": 60}, "save_steps .* and save_secs .* are exclusive"),
     ({"keep_checkpoint_max": -1}, "'keep_checkpoint_max' expected int >= 0"),
     ({"params": [1, 2]}, "'params' expected a dict; got list"),
@@ -95,8 +96,10 @@ def test_conf_import_errors_are_reported_once(tmp_path):
         load_conf(str(broken))
     with pytest.raises(ConfError, match="conf file 'missing.py' does not exist"):
         load_conf("missing.py")
-    with pytest.raises(ConfError, match="not found. Expected 'package.module.ConfClass'"):
+    with pytest.raises(ConfError, match="conf module 'tests.helpers' has no 'NoSuchConf'; it defines no conf class"):
         load_conf("tests.helpers.NoSuchConf")
+    with pytest.raises(ConfError, match="not found. Expected 'package.module.ConfClass'"):
+        load_conf("NoSuchConf")
 
 
 def test_estimator_subclass_as_classifier_class():

@@ -9,7 +9,7 @@ import threading
 import pytest
 from kubernetes import client
 
-from elastimator.cluster import jobset, k8s
+from elastimator.cluster import jobset, k8s, manifests
 from elastimator.errors import ClusterError
 from elastimator.estimator.contract.tf_config import parse_cluster
 
@@ -38,7 +38,7 @@ def _pod_env(document, role: str, index: int, **overrides) -> dict:
 def test_the_census_jobset_is_valid_with_one_indexed_job_per_role():
     secret, policy, document = jobset.manifest(CENSUS)
     assert [d["kind"] for d in (secret, policy, document)] == ["Secret", "NetworkPolicy", "JobSet"]
-    k8s.check([secret, policy, document])
+    manifests.check([secret, policy, document])
     roles = _replicated(document)
     assert list(roles) == ["ps", "chief", "worker", "evaluator"]
     assert {name: (r["replicas"], r["template"]["spec"]["parallelism"], r["template"]["spec"]["completionMode"])
@@ -73,7 +73,7 @@ def test_every_role_derives_its_tf_config_and_a_restarted_pod_the_same_one():
 
 def test_a_synchronous_jobset_has_chief_and_workers_that_name_each_other_only():
     _, _, document = jobset.manifest(SYNC)
-    k8s.check([document])
+    manifests.check([document])
     assert list(_replicated(document)) == ["chief", "worker"]
     derived = jobset.tf_config_from_env(_pod_env(document, "worker", 1))
     assert derived["cluster"] == {"chief": ["counting-chief-0-0.counting:2222"],
@@ -110,7 +110,7 @@ def test_run_derives_tf_config_only_where_it_is_unset():
 def test_validation_names_what_is_wrong(breakage, message):
     _, _, document = jobset.manifest(CENSUS)
     breakage(document)
-    problems = k8s.validate(document)
+    problems = manifests.validate(document)
     assert any(message in p for p in problems), problems
 
 
@@ -170,7 +170,7 @@ def api_server():
 
 def test_submit_and_scale_a_parameter_server_jobset(api_server):
     documents = jobset.manifest(CENSUS)
-    assert k8s.submit(documents, api_client=api_server) == [
+    assert manifests.submit(documents, api_client=api_server) == [
         "Secret default/census-token", "NetworkPolicy default/census-job-only", "JobSet default/census"]
     assert _Server.requests[2][:2] == ("POST", "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets")
     _Server.requests.clear()
@@ -187,7 +187,7 @@ def test_submit_and_scale_a_parameter_server_jobset(api_server):
 
 
 def test_scaling_a_synchronous_jobset_replaces_it_with_the_new_worker_count(api_server):
-    k8s.submit(jobset.manifest(SYNC), api_client=api_server)
+    manifests.submit(jobset.manifest(SYNC), api_client=api_server)
     _Server.requests.clear()
     said = jobset.scale("counting", 3, "default", api_server)
     assert said.startswith("JobSet default/counting: replaced with 3 worker(s)")

@@ -9,7 +9,7 @@ import threading
 import pytest
 from kubernetes import client
 
-from elastimator.cluster import k8s
+from elastimator.cluster import k8s, manifests
 from elastimator.errors import ClusterError
 from elastimator.estimator.contract.tf_config import parse_cluster, with_worker_slots
 
@@ -19,7 +19,7 @@ CENSUS = k8s.TFJobSpec(name="census", conf="examples/census/census_conf.py:Censu
 
 def test_the_census_manifest_is_valid_and_complete():
     secret, policy, tfjob = k8s.manifest(CENSUS)
-    assert k8s.validate(secret) == [] and k8s.validate(policy) == [] and k8s.validate(tfjob) == []
+    assert manifests.validate(secret) == [] and manifests.validate(policy) == [] and manifests.validate(tfjob) == []
     # Only the job's own pods may reach its pods, and only on the TensorFlow and shard-service ports (gRPC and
     # the report line).
     job_pods = {"matchLabels": {"elastimator/job": "census"}}
@@ -61,10 +61,10 @@ def test_the_census_manifest_is_valid_and_complete():
 def test_validation_names_what_is_wrong(breakage, message):
     _, _, tfjob = k8s.manifest(CENSUS)
     breakage(tfjob)
-    problems = k8s.validate(tfjob)
+    problems = manifests.validate(tfjob)
     assert any(message in p for p in problems), problems
     with pytest.raises(ClusterError, match="the manifest is invalid"):
-        k8s.check([tfjob])
+        manifests.check([tfjob])
 
 
 def test_bad_names_and_counts_are_refused():
@@ -120,7 +120,7 @@ def api_server():
 
 def test_submit_and_scale_send_what_the_api_expects(api_server):
     secret, policy, tfjob = k8s.manifest(CENSUS)
-    assert k8s.submit([secret, policy, tfjob], api_client=api_server) == [
+    assert manifests.submit([secret, policy, tfjob], api_client=api_server) == [
         "Secret default/census-token", "NetworkPolicy default/census-job-only", "TFJob default/census"]
     _Recorder.jobs = {"census": tfjob}
     assert k8s.scale("census", 3, api_client=api_server) == "TFJob default/census: 3 worker(s); the others train on"
@@ -143,7 +143,7 @@ def test_submit_and_scale_send_what_the_api_expects(api_server):
 def test_a_synchronous_job_has_no_ps_and_scaling_it_starts_its_trainers_again(api_server):
     spec = k8s.TFJobSpec(name="counting", conf="c.py:Conf", image="i", ps=0, workers=2)
     _, _, tfjob = k8s.manifest(spec)
-    k8s.check([tfjob])
+    manifests.check([tfjob])
     assert set(tfjob["spec"]["tfReplicaSpecs"]) == {"Chief", "Worker"}
     env = {e["name"] for e in tfjob["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"]}
     assert "ELASTIMATOR_WORKER_SLOTS" not in env  # a collective names only the workers that run
@@ -165,7 +165,7 @@ def test_an_invalid_manifest_is_never_sent(api_server):
     _, _, tfjob = k8s.manifest(CENSUS)
     tfjob["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = "many"
     with pytest.raises(ClusterError):
-        k8s.submit([tfjob], api_client=api_server)
+        manifests.submit([tfjob], api_client=api_server)
     assert _Recorder.requests == []
 
 

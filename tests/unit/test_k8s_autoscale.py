@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 from kubernetes import client
 
-from elastimator.cluster import jobset, k8s, k8s_autoscale
+from elastimator.cluster import jobset, k8s, k8s_autoscale, k8s_scaler, manifests
 from elastimator.cluster.autoscale import ScalingLimits
 
 SPEC = k8s.TFJobSpec(name="census", conf="c.py:C", image="i", ps=1, workers=2, max_workers=4, autoscale=True)
@@ -60,7 +60,7 @@ def api_server():
 def test_the_manifest_grants_the_chief_exactly_get_and_patch_on_its_own_job():
     for api, documents, group in (("tfjob", k8s.manifest(SPEC), "kubeflow.org"),
                                   ("jobset", jobset.manifest(SPEC), "jobset.x-k8s.io")):
-        k8s.check(documents)
+        manifests.check(documents)
         kinds = [d["kind"] for d in documents]
         assert kinds[2:5] == ["ServiceAccount", "Role", "RoleBinding"]  # before the job, whose chief uses it
         role = documents[3]
@@ -89,7 +89,7 @@ def test_the_chief_adds_a_worker_that_pays_and_removes_one_that_does_not(api_ser
         writer.flush()
 
     settings = k8s_autoscale.Settings(api="tfjob", name="census", namespace="default", min_workers=0, max_workers=4)
-    scaler = k8s_autoscale.Autoscaler(settings, str(tmp_path), api_client=api_server,
+    scaler = k8s_scaler.Autoscaler(settings, str(tmp_path), api_client=api_server,
                                       limits=ScalingLimits(min_workers=0, max_workers=4, cooldown_secs=60))
     assert scaler.turn(0.0) is None  # no steps/s written yet
     steps_per_sec(10.0, 100)

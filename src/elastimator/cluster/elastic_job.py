@@ -8,7 +8,7 @@ DLRover's entry command, and DLRover's master besides. `convert` keeps what has 
 * each role's image, pull policy, resources, environment, volume mounts, and the pod's volumes, node
   selection and tolerations, laid over elastimator's pod template for that role;
 * the command, with `-m elastimator.compat` put in front of its `python -m` (DLRover's entry command then runs
-  on elastimator with its flags, elastimator/compat/dlrover_entry.py; a program module or script runs under
+  on elastimator with its flags, elastimator/dlrover_entry.py; a program module or script runs under
   the compat runner);
 * `distributionStrategy`: ParameterServerStrategy as a parameter-server job, AllreduceStrategy as a
   synchronous one (no ps).

@@ -30,6 +30,7 @@ import os
 import time
 from typing import Any, Mapping, MutableMapping
 
+from elastimator.cluster.k8s_apis import JOBSET
 from elastimator.cluster.k8s import (
     SHARD_PORT,
     TF_PORT,
@@ -42,7 +43,7 @@ from elastimator.cluster.k8s import (
 )
 from elastimator.errors import ClusterError
 
-GROUP, VERSION, PLURAL = "jobset.x-k8s.io", "v1alpha2", "jobsets"
+GROUP, VERSION, PLURAL = JOBSET.group, JOBSET.version, JOBSET.plural
 SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas", "jobset_v1alpha2.json")
 ROLES_ENV = "ELASTIMATOR_JOBSET_ROLES"
 """The manifest's role counts (JSON: {"ps": 1, "chief": 1, "worker": 4}; workers counted by slot)."""

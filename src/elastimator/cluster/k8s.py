@@ -35,10 +35,12 @@ import re
 import secrets
 from typing import Any, Sequence
 
+from elastimator.cluster import k8s_autoscale
+from elastimator.cluster.k8s_apis import TFJOB
 from elastimator.cluster.plan import EVALUATOR_ENV
 from elastimator.errors import ClusterError
 
-GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
+GROUP, VERSION, PLURAL = TFJOB.group, TFJOB.version, TFJOB.plural
 TF_PORT = 2222
 SHARD_PORT = 2223
 REPORT_PORT = 2224
@@ -132,8 +134,6 @@ def pod_template(spec: TFJobSpec, role: str, shard_service: str, extra_env: Sequ
     ports = [{"name": "tfjob-port", "containerPort": TF_PORT}]
     autoscaling = None
     if role == "chief" and spec.autoscale:
-        from elastimator.cluster import k8s_autoscale
-
         autoscaling = k8s_autoscale.chief_settings(spec, api)
         env.append(autoscaling["env"])
     if role == "chief":
@@ -198,8 +198,6 @@ def autoscaler_objects(spec: TFJobSpec, api: str) -> list[dict[str, Any]]:
     """The chief autoscaler's ServiceAccount, Role and RoleBinding, where the job autoscales."""
     if not spec.autoscale:
         return []
-    from elastimator.cluster import k8s_autoscale
-
     return k8s_autoscale.rbac(spec, api)
 
 
@@ -232,18 +230,12 @@ def load(path: str) -> list[dict[str, Any]]:
 
 
 def validate(document: dict[str, Any]) -> list[str]:
-    """Problems with one manifest object (empty when valid): TFJob schema, then core/v1 pod templates."""
+    """Problems with one TFJob manifest object (empty when valid): the TFJob schema, then core/v1 pod templates;
+    the objects beside it (Secret, NetworkPolicy, the autoscaler's RBAC) against their core models.
+    `manifests.validate` takes a JobSet's manifest too."""
     kind = document.get("kind")
-    if kind == "JobSet":
-        from elastimator.cluster import jobset
-
-        return jobset.validate(document)
-    if kind == "Secret":
-        return check_model(document, "V1Secret", "Secret")
-    if kind == "NetworkPolicy":
-        return check_model(document, "V1NetworkPolicy", "NetworkPolicy")
-    if kind in ("ServiceAccount", "Role", "RoleBinding"):
-        return check_model(document, f"V1{kind}", kind)
+    if kind in COMMON_KINDS:
+        return check_model(document, COMMON_KINDS[kind], kind)
     if kind != "TFJob":
         return [f"unexpected kind {kind!r}; a manifest holds a Secret, a NetworkPolicy, a TFJob or a JobSet, and "
                 "for --autoscale a ServiceAccount, Role and RoleBinding."]
@@ -265,6 +257,11 @@ def validate(document: dict[str, Any]) -> list[str]:
     return problems
 
 
+COMMON_KINDS = {"Secret": "V1Secret", "NetworkPolicy": "V1NetworkPolicy", "ServiceAccount": "V1ServiceAccount",
+                "Role": "V1Role", "RoleBinding": "V1RoleBinding"}
+"""The objects beside a job in its manifest, by kind, with the core model each is checked against."""
+
+
 def check_model(value: Any, type_name: str, where: str) -> list[str]:
     """Checks a JSON value against the kubernetes client's core/v1 model: fields, their types, required ones.
 
@@ -280,12 +277,6 @@ def check_model(value: Any, type_name: str, where: str) -> list[str]:
     except pydantic.ValidationError as e:
         return [f"{where}.{'.'.join(map(str, error['loc']))}: {error['msg']}" for error in e.errors()]
     return []
-
-
-def check(documents: list[dict[str, Any]]) -> None:
-    problems = [p for d in documents for p in validate(d)]
-    if problems:
-        raise ClusterError("the manifest is invalid:\n  " + "\n  ".join(problems))
 
 
 # --- the cluster -----------------------------------------------------------------------------
@@ -309,34 +300,25 @@ def connect(api_client=None):
     return client.ApiClient()
 
 
-def submit(documents: list[dict[str, Any]], api_client=None) -> list[str]:
-    """Validates, then creates the Secret and the TFJob; returns what was created."""
+def create_common(document: dict[str, Any], api) -> None:
+    """Creates one of the objects beside a job (COMMON_KINDS) through the API client `api`."""
     from kubernetes import client
 
-    check(documents)
-    api = connect(api_client)
-    created = []
-    for document in documents:
-        namespace = document["metadata"].get("namespace", "default")
-        name = document["metadata"]["name"]
-        if document["kind"] == "Secret":
-            client.CoreV1Api(api).create_namespaced_secret(namespace, document)
-        elif document["kind"] == "NetworkPolicy":
-            client.NetworkingV1Api(api).create_namespaced_network_policy(namespace, document)
-        elif document["kind"] == "ServiceAccount":
-            client.CoreV1Api(api).create_namespaced_service_account(namespace, document)
-        elif document["kind"] == "Role":
-            client.RbacAuthorizationV1Api(api).create_namespaced_role(namespace, document)
-        elif document["kind"] == "RoleBinding":
-            client.RbacAuthorizationV1Api(api).create_namespaced_role_binding(namespace, document)
-        elif document["kind"] == "JobSet":
-            from elastimator.cluster import jobset
+    namespace = document["metadata"].get("namespace", "default")
+    create = {"Secret": client.CoreV1Api(api).create_namespaced_secret,
+              "NetworkPolicy": client.NetworkingV1Api(api).create_namespaced_network_policy,
+              "ServiceAccount": client.CoreV1Api(api).create_namespaced_service_account,
+              "Role": client.RbacAuthorizationV1Api(api).create_namespaced_role,
+              "RoleBinding": client.RbacAuthorizationV1Api(api).create_namespaced_role_binding}[document["kind"]]
+    create(namespace, document)
 
-            jobset.create(document, api)
-        else:
-            client.CustomObjectsApi(api).create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, document)
-        created.append(f"{document['kind']} {namespace}/{name}")
-    return created
+
+def create(document: dict[str, Any], api) -> None:
+    """Creates a TFJob through the API client `api`."""
+    from kubernetes import client
+
+    namespace = document["metadata"].get("namespace", "default")
+    client.CustomObjectsApi(api).create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, document)
 
 
 def scale_patch(workers: int) -> dict[str, Any]:

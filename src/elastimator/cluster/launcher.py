@@ -45,7 +45,7 @@ from elastimator.cluster import autoscale, supervision
 from elastimator.cluster.plan import EVALUATOR_ENV, ClusterPlan, Task
 from elastimator.cluster.private_network import private_network
 from elastimator.errors import ClusterError
-from elastimator.job import progress_file
+from elastimator.cluster import progress_file
 from elastimator.tensorflow_import import NATIVE_LOG_LINE
 
 logger = logging.getLogger("elastimator")

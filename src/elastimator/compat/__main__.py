@@ -3,7 +3,7 @@
 `python -m elastimator.compat -c COMMAND [ARGS...]`: the same for a program passed as a string, as `python -c`.
 
 `-m dlrover.trainer.entry.local_entry` (or `-m dlrover.trainer`) runs DLRover's trainer entry command on
-elastimator, its flags keeping their meaning (elastimator/compat/dlrover_entry.py), whether or not DLRover is
+elastimator, its flags keeping their meaning (elastimator/dlrover_entry.py), whether or not DLRover is
 installed.
 """
 
@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
 
 
 def _run_module(module: str, args: list[str]) -> int:
-    from elastimator.compat import dlrover_entry  # pylint: disable=import-outside-toplevel
+    from elastimator import dlrover_entry  # pylint: disable=import-outside-toplevel
 
     if module in dlrover_entry.ENTRY_MODULES:
         return dlrover_entry.main(args)

@@ -270,17 +270,18 @@ class ShardFeed:
         except ShardServiceError as e:
             self._refused(e, shard_id, lease)
             return lambda: None
+        if not self._reported:
+            # Said as the first report leaves, right after the call that trained the batch: a report in a ring is
+            # as good as counted, and its acknowledgement may be waited for only when the job ends.
+            self._reported = True
+            logger.info("%s trained its first batch (shard %d of %s).", self.client.worker, shard_id,
+                        self.dataset.name)
 
         def acknowledged() -> None:
             try:
                 counted()
             except ShardServiceError as e:
                 self._refused(e, shard_id, lease)
-                return
-            if not self._reported:
-                self._reported = True
-                logger.info("%s trained its first batch (shard %d of %s).", self.client.worker, shard_id,
-                            self.dataset.name)
 
         return acknowledged
 

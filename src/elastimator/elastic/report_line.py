@@ -1,17 +1,16 @@
 """The report line: a worker's calls on the training path (a report per step, a shard request every few steps) to
 the shard service over a plain socket connection: TCP, or a Unix socket on the service's machine.
 
-A trainer reports once per step, and over gRPC each call costs about 340 µs
-of the service's CPU and 200 µs of the worker's (Python gRPC's own work per
-call), taken from the cores that train. On a connection of its own, framed as
-4-byte big-endian lengths before UTF-8 JSON, the same report costs some 25 µs
-on each side.
+A trainer reports once per step, and a gRPC call's own work in Python costs both the service and the worker
+far more CPU than the report itself, taken from the cores that train. On a connection of its own, framed as
+4-byte big-endian lengths before UTF-8 JSON, the same report costs a small fraction of that on each side
+(figures: docs/performance.md, bench/results/elastic_cpu.md).
 
 Reports and their replies, one each per step, may also travel packed: a frame
 whose body starts with `R` holds a report's four numbers (`PACKED_REPORT`)
 and its data set's name, one that starts with `A` a reply's lease floor and
 whether a seal holds the report (`PACKED_REPLY`). Inside a training step this
-code runs cold, and JSON took a fifth of a report's CPU on the worker: a
+code runs cold, and JSON was a large share of a report's CPU on the worker: a
 service offers packed reports in its hello (`"packed": ["report"]`), and a
 worker uses them only where offered. Errors are always JSON.
 
@@ -47,11 +46,8 @@ trainers and the service share, that thread is a trainer's main thread, between
 two training calls. The reply goes out at the kernel's next scheduling point
 instead, while the worker's next step computes.
 
-The send is on the step's serial path (the hook's `after_run`). Under training on
-two cores, the worker's send took 105 µs over loopback TCP, 82 µs over the Unix
-socket, 70 µs over TCP to SCHED_BATCH threads, and 40 µs with both. In
-bench/results/elastic_cpu.md, the host's time between two calls fell from
-241 µs to 145 µs per step (126 µs with the service in process).
+The send is on the step's serial path (the hook's `after_run`), which is why both the Unix socket and the
+SCHED_BATCH threads are used: each shortened the worker's send under training (bench/results/elastic_cpu.md).
 """
 
 from __future__ import annotations

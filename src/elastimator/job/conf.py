@@ -156,11 +156,13 @@ class JobConf:
             raise ConfError(f"conf: save_steps ({raw['save_steps']}) and save_secs ({raw['save_secs']}) are "
                             "exclusive; set one.")
         if "model_dir" in raw and raw["model_dir"] is not None and not isinstance(raw["model_dir"], (str, os.PathLike)):
-            raise ConfError(f"conf: 'model_dir' expected a path string; got {raw['model_dir']!r}.")
+            raise ConfError(f"conf: 'model_dir' expected a path string; got {raw['model_dir']!r}. Set it as a "
+                            "string, e.g. model_dir = \"model\", or pass --model-dir.")
         if raw.get("strategy", "parameter_server") not in STRATEGIES:
             raise ConfError(f"conf: 'strategy' expected one of {list(STRATEGIES)}; got {raw['strategy']!r}.")
         if "params" in raw and not isinstance(raw["params"], Mapping):
-            raise ConfError(f"conf: 'params' expected a dict; got {type(raw['params']).__name__}.")
+            raise ConfError(f"conf: 'params' expected a dict; got {type(raw['params']).__name__}. Set it as a "
+                            "dict of hyperparameters, e.g. params = {\"learning_rate\": 0.01}.")
         batch_size = raw.get("batch_size")
         values = dict(raw)
         values["train_set"] = _dataset("train_set", raw["train_set"], batch_size, need_label=True,
@@ -245,7 +247,9 @@ def _check_int(key: str, value, allow_none: bool, minimum: int) -> None:
         return
     if not is_int(value, minimum=minimum):
         expected = f"int >= {minimum}" + (" or None" if allow_none else "")
-        raise ConfError(f"conf: {key!r} expected {expected}; got {type(value).__name__} {value!r}.")
+        example = max(minimum, 1000 if "steps" in key else 1)
+        raise ConfError(f"conf: {key!r} expected {expected}; got {type(value).__name__} {value!r}. Set it as a "
+                        f"plain int in the conf, e.g. {key} = {example}" + (" (or None)." if allow_none else "."))
 
 
 def _check_classifier(value) -> None:
@@ -331,13 +335,25 @@ def load_conf(target: str) -> JobConf:
     """
     obj, name = _import(target)
     if inspect.ismodule(obj) and not hasattr(obj, "classifier_class"):
-        classes = [n for n, v in vars(obj).items()
-                   if inspect.isclass(v) and hasattr(v, "classifier_class") and v.__module__ == obj.__name__]
+        classes = _conf_classes(obj)
         if classes:
             joiner = ":" if target.endswith(".py") else "."
             raise ConfError(f"conf {target!r} sets no 'classifier_class' itself; it defines the conf class(es) "
                             f"{', '.join(classes)}. Name one: {target}{joiner}{classes[0]}.")
     return JobConf.from_object(obj, name=name)
+
+
+def _conf_classes(module) -> list[str]:
+    """The names of the conf classes a module defines (classes of its own that set `classifier_class`)."""
+    return [n for n, v in vars(module).items()
+            if inspect.isclass(v) and hasattr(v, "classifier_class") and v.__module__ == module.__name__]
+
+
+def _no_such_conf(where: str, attr: str, module) -> ConfError:
+    classes = _conf_classes(module) if module is not None else []
+    has = (f"it defines the conf class(es) {', '.join(classes)}" if classes else
+           "it defines no conf class (a class that sets classifier_class)")
+    return ConfError(f"{where} has no {attr!r}; {has}.")
 
 
 def _import(target: str):
@@ -360,7 +376,7 @@ def _import(target: str):
         if not attr:
             return module, os.path.splitext(os.path.basename(path))[0]
         if not hasattr(module, attr):
-            raise ConfError(f"conf file {path!r} has no {attr!r}.")
+            raise _no_such_conf(f"conf file {path!r}", attr, module)
         return getattr(module, attr), attr
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
@@ -376,7 +392,9 @@ def _import(target: str):
         module = importlib.import_module(module_name) if module_name else None
     except Exception as e:  # noqa: BLE001
         raise ConfError(f"conf {target!r}: module {module_name!r} failed to import: {type(e).__name__}: {e}") from e
-    if module is None or not hasattr(module, attr):
+    if module is not None and not hasattr(module, attr):
+        raise _no_such_conf(f"conf module {module_name!r}", attr, module)
+    if module is None:
         raise ConfError(
             f"conf {target!r} not found. Expected 'package.module.ConfClass', 'path/to/conf.py' or "
             "'path/to/conf.py:ConfClass'."

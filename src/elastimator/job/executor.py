@@ -198,14 +198,14 @@ def _elastic(conf: JobConf, config: RunConfig, service: ServiceConfig) -> _Elast
 
 def _kubernetes_autoscaler(config: RunConfig):
     """The chief's worker autoscaler on Kubernetes, running, where the manifest asked for one (None elsewhere)."""
-    from elastimator.cluster import k8s_autoscale
+    from elastimator.cluster import k8s_autoscale, k8s_scaler
 
     settings = k8s_autoscale.Settings.from_env()
     if settings is None or not config.is_chief:
         return None
     logger.info("Autoscaling %s %s/%s between %d and %d worker(s), every %.0fs.", settings.api, settings.namespace,
                 settings.name, settings.min_workers, settings.max_workers, settings.every_secs)
-    return k8s_autoscale.Autoscaler(settings, config.model_dir).start()
+    return k8s_scaler.Autoscaler(settings, config.model_dir).start()
 
 
 def _chief_evaluates_at_the_end(config: RunConfig) -> bool:

@@ -12,7 +12,7 @@ from typing import TextIO
 import tensorflow as tf
 
 from elastimator.estimator import StepHook, TrainingStep
-from elastimator.job import progress_file
+from elastimator.cluster import progress_file
 
 logger = logging.getLogger("elastimator")
 _BAR = 24
@@ -24,17 +24,19 @@ def format_duration(seconds: float) -> str:
     return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
 
 
-def progress_line(step: int, total: int | None, rate: float, loss: float | None, width: int = _BAR) -> str:
-    """One status line, e.g. `step 1200/5000 [#####.....]  24% 85.3 steps/s loss 0.4120 ETA 0:00:44`."""
+def progress_line(step: int, total: int | None, rate: float | None, loss: float | None, width: int = _BAR) -> str:
+    """One status line, e.g. `step 1200/5000 [#####.....]  24% 85.3 steps/s loss 0.4120 ETA 0:00:44`; without a
+    measured pace yet (`rate` None), neither steps/s nor ETA."""
     parts = [f"step {step}" + (f"/{total}" if total else "")]
     if total:
         done = min(1.0, step / total)
         filled = int(done * width)
         parts.append(f"[{'#' * filled}{'.' * (width - filled)}] {done:4.0%}")
-    parts.append(f"{rate:.1f} steps/s")
+    if rate is not None:
+        parts.append(f"{rate:.1f} steps/s")
     if loss is not None:
         parts.append(f"loss {loss:.4f}")
-    if total and rate > 0:
+    if total and rate:
         parts.append(f"ETA {format_duration((total - step) / rate)}")
     return " ".join(parts)
 
@@ -42,6 +44,11 @@ def progress_line(step: int, total: int | None, rate: float, loss: float | None,
 RATE_WINDOW_SECS = 10.0
 """Steps/s and the ETA come from the last this many seconds of steps, not from the start (the first calls,
 which build and warm up, made a one-minute job's first ETA read over an hour)."""
+WINDOW_CALLS = 5
+"""However long ago, the last this many calls stay in the window: their median pace outlasts one long pause."""
+MIN_MEASURED_CALLS = 3
+"""Calls after the first before a pace is shown: the second call alone (a step after the first checkpoint) made
+a 35-second job's first line read ETA 0:46:55."""
 
 
 class ProgressHook(tf.compat.v1.train.SessionRunHook):
@@ -85,17 +92,26 @@ class ProgressHook(tf.compat.v1.train.SessionRunHook):
         self._calls += 1
         if self._calls == 1:  # the first call builds and warms up: its time says nothing of the pace
             self._samples.append((now, step))
+            self._last_shown = now  # piped, the first line comes a period after the first step, paced
             return
         self._samples.append((now, step))
-        while len(self._samples) > 2 and now - self._samples[1][0] >= RATE_WINDOW_SECS:
+        while len(self._samples) > WINDOW_CALLS + 1 and now - self._samples[1][0] >= RATE_WINDOW_SECS:
             self._samples.popleft()
         if now - self._last_shown < self._every:
             return
         self._show(step, now)
 
-    def _rate(self) -> float:
-        (first_time, first_step), (last_time, last_step) = self._samples[0], self._samples[-1]
-        return (last_step - first_step) / max(last_time - first_time, 1e-9) if len(self._samples) > 1 else 0.0
+    def _rate(self) -> float | None:
+        """Steps/s over the recent window: the median of each call's own pace, so one long pause between two
+        calls (an evaluation or an export after a checkpoint) does not read as a slow pace; None until
+        MIN_MEASURED_CALLS calls are measured."""
+        samples = list(self._samples)
+        paces = sorted((step - before) / max(now - then, 1e-9)
+                       for (then, before), (now, step) in zip(samples, samples[1:]))
+        if self._calls <= MIN_MEASURED_CALLS or not paces:
+            return None
+        middle = len(paces) // 2
+        return paces[middle] if len(paces) % 2 else (paces[middle - 1] + paces[middle]) / 2
 
     def _show(self, step: int, now: float) -> None:
         self._last_shown, self._shown_step = now, step

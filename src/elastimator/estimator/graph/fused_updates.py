@@ -19,9 +19,7 @@ On CPU the sum is a sparse-dense product, `onehot(indices)^T @ rows`, which
 adds each row into its output row in one pass over the batch, in batch order,
 so it equals `unsorted_segment_sum` bit for bit. `unsorted_segment_sum`'s CPU
 kernel splits the table's rows among threads and has every thread scan the
-whole batch: a lookup and update of one of the frameworks benchmark's
-260,000-row tables took 5.19 ms with it against 4.16, and the benchmark's
-training ran 1.19x as fast without it (bench/results/embedding_gradient.md).
+whole batch, which measured slower (bench/results/embedding_gradient.md).
 Other devices keep `unsorted_segment_sum`.
 
 A table that a model reads with a gather, as every embedding lookup does, is
@@ -34,8 +32,7 @@ whose result is still held keeps its value: the kernel copies a buffer that
 has another owner. As with every v1 optimizer (`use_locking=False`), nothing
 orders the update against a lookup whose result the loss does not use; the
 step's next lookup turns the mode back on without a copy. The copy had cost
-more than the Adam pass itself: 5.3 against 1.9 ms for one of the benchmark's
-tables' updates, and the benchmark's training runs 1.55x as fast without it.
+more than the Adam pass itself (bench/results/embedding_gradient.md).
 
 `fused_sparse_adam()` swaps this in while a model_fn builds its graph;
 `RunConfig(fuse_sparse_updates=False)` keeps TensorFlow's own path.

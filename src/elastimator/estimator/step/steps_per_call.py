@@ -1,10 +1,8 @@
 """How many training steps a session call runs when `RunConfig.steps_per_execution` is None (the default).
 
-A session call costs a fixed amount besides its ops: the hooks' Python, the
-executor's set-up, and (before the fetch plans were reused, issue 51) about
-0.5 ms of fetch handling. With the plans reused it is within the noise of a 4 ms
-DeepFM step at batch 512 (bench/results/step_profile.md), but not of a step of
-a small model, where it can be most of the call. Several steps per call
+A session call costs a fixed amount besides its ops: the hooks' Python and the
+executor's set-up. Next to a large step it is noise (bench/results/step_profile.md),
+but in a step of a small model it can be most of the call. Several steps per call
 (elastimator.estimator.step.multi_step) pay it once for all of them, so by
 default training runs them wherever that changes nothing a user can see:
 
