@@ -40,7 +40,7 @@ def main() -> int:
         with open(OUTPUT) as f:
             results = {**json.load(f), **results}
     for name in sorted(os.listdir(os.path.join(HERE, "programs"))):
-        if not name.endswith(".py") or (chosen and name.removesuffix(".py") not in chosen):
+        if not name.endswith(".py") or name.startswith("_") or (chosen and name.removesuffix(".py") not in chosen):
             continue
         with tempfile.TemporaryDirectory() as model_dir:
             run = subprocess.run([PYTHON, os.path.join(HERE, "programs", name), os.path.join(model_dir, "m")],

@@ -30,8 +30,7 @@ def test_adanet_grows_evaluates_predicts_and_exports_an_ensemble_as_on_2_15(tmp_
     got, reference = run_program("adanet_ensemble", tmp_path), REFERENCE["adanet_ensemble"]
     # Three iterations, the same candidates chosen at each, the same architecture.
     assert got["architecture"] == reference["architecture"]
-    assert got["iteration"] == reference["iteration"] == 2
-    for key in ("global_step", "best_ensemble_index_0", "best_ensemble_index_1", "best_ensemble_index_2"):
+    for key in ("iteration", "global_step", "best_ensemble_index_0", "best_ensemble_index_1", "best_ensemble_index_2"):
         assert got["metrics"][key] == reference["metrics"][key], key
     assert sorted(got["metrics"]) == sorted(reference["metrics"])
     assert got["metrics"]["accuracy"] >= reference["metrics"]["accuracy"] - 0.02  # 0.98 on both
