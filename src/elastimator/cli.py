@@ -144,8 +144,9 @@ def _parser() -> argparse.ArgumentParser:
     manifest.add_argument("--image", required=True, help="container image with elastimator and the conf")
     manifest.add_argument("--name", help="job name (default: from the conf's file name)")
     manifest.add_argument("--namespace", default="default")
-    manifest.add_argument("--ps", type=int, default=1,
-                          help="parameter servers (default 1); 0 for a synchronous conf (multi_worker_mirrored)")
+    manifest.add_argument("--ps", type=int,
+                          help="parameter servers (default: 1, or none where the conf's strategy is "
+                               "multi_worker_mirrored)")
     manifest.add_argument("--workers", type=int, default=1)
     manifest.add_argument("--max-workers", type=int, help="worker slots scaling may use (default: --workers)")
     manifest.add_argument("--evaluator", action="store_true")
@@ -352,10 +353,36 @@ def _scale(args) -> int:
     return 0
 
 
+def _manifest_ps(args) -> int:
+    """The manifest's parameter servers: as the conf's strategy says (read from its source where it is here),
+    --ps only where it agrees."""
+    from elastimator.job.conf_source import UNREADABLE, declared_strategy
+
+    strategy = declared_strategy(args.conf)
+    if strategy == "mirrored":
+        raise ConfError(f"conf {args.conf}: strategy 'mirrored' trains in one process; a Kubernetes job needs "
+                        "'multi_worker_mirrored' (synchronous) or 'parameter_server'.")
+    if strategy == "multi_worker_mirrored":
+        if args.ps:
+            raise ConfError(f"--ps {args.ps} contradicts conf {args.conf}, whose strategy 'multi_worker_mirrored' "
+                            "trains without parameter servers. Drop --ps, or set the conf's strategy to "
+                            "'parameter_server'.")
+        return 0
+    if strategy == UNREADABLE:
+        print(f"elastimator: conf {args.conf} is not readable here, so its strategy is not checked; --ps decides "
+              f"(default 1).", file=sys.stderr)
+    elif args.ps == 0:
+        raise ConfError(f"--ps 0 makes a synchronous job, but conf {args.conf} trains with parameter servers "
+                        f"(strategy {strategy or 'parameter_server, the default'!r}). Set strategy = "
+                        "\"multi_worker_mirrored\" in the conf, or give --ps 1 or more.")
+    return 1 if args.ps is None else args.ps
+
+
 def _k8s(args) -> int:
     from elastimator.cluster import k8s, manifests
 
     if args.k8s_command == "manifest":
+        args.ps = _manifest_ps(args)
         spec = k8s.TFJobSpec.from_args(args)
         if args.api == "jobset":
             from elastimator.cluster import jobset

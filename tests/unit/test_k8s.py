@@ -185,3 +185,44 @@ def test_manifest_to_a_file_says_what_it_wrote_and_what_to_do_next(tmp_path, cap
     said = capsys.readouterr().out
     assert f"wrote {out}: Secret, NetworkPolicy, TFJob for job census" in said
     assert f"elastimator k8s validate {out}" in said and out.read_text().startswith("apiVersion")
+
+
+SYNC_CONF = '''
+class Base:
+    strategy = "multi_worker_mirrored"
+
+
+class SyncConf(Base):
+    max_steps = 100
+'''
+
+
+@pytest.mark.parametrize("api", ["tfjob", "jobset"])
+def test_the_confs_strategy_decides_the_roles_of_the_manifest(tmp_path, capsys, api):
+    """A synchronous conf got a ps replica (a cluster the job itself refuses) unless --ps 0 was given."""
+    from elastimator import cli  # pylint: disable=import-outside-toplevel
+
+    conf = tmp_path / "sync_conf.py"
+    conf.write_text(SYNC_CONF)
+    out = tmp_path / "sync.yaml"
+    assert cli.main(["k8s", "manifest", f"{conf}:SyncConf", "--image", "i", "--workers", "2", "--api", api,
+                     "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "PS:" not in text and "name: ps" not in text
+    job = next(d for d in k8s.load(str(out)) if d["kind"] in ("TFJob", "JobSet"))
+    roles = (sorted(job["spec"]["tfReplicaSpecs"]) if api == "tfjob"
+             else sorted(r["name"] for r in job["spec"]["replicatedJobs"]))
+    assert roles == (["Chief", "Worker"] if api == "tfjob" else ["chief", "worker"])
+    capsys.readouterr()
+    assert cli.main(["k8s", "manifest", f"{conf}:SyncConf", "--image", "i", "--ps", "1", "--api", api]) == 2
+    assert "--ps 1 contradicts conf" in capsys.readouterr().err
+
+
+def test_a_parameter_server_conf_refuses_ps_0_and_an_unreadable_conf_is_said(tmp_path, capsys):
+    from elastimator import cli  # pylint: disable=import-outside-toplevel
+
+    assert cli.main(["k8s", "manifest", CENSUS.conf, "--image", "i", "--ps", "0"]) == 2
+    assert "--ps 0 makes a synchronous job, but conf" in capsys.readouterr().err
+    assert cli.main(["k8s", "manifest", "/in/the/image/conf.py:Conf", "--image", "i"]) == 0
+    said = capsys.readouterr()
+    assert "not readable here, so its strategy is not checked" in said.err and "PS:" in said.out
