@@ -132,7 +132,7 @@ def test_what_the_service_refuses_leaves_no_trace():
         service.handle("seal", {"worker": "chief-0", "checkpoint_step": "ten"})
     shard = service.handle("request", {"dataset": "train", "worker": "w0"})
     report = {"dataset": "train", "worker": "w0", "shard_id": shard["shard_id"], "consumed": 2}
-    with pytest.raises(ShardServiceError, match="field 'offset' must be a int"):
+    with pytest.raises(ShardServiceError, match="field 'offset' must be an int >= 0"):
         service.handle("report", report)
     for _ in range(2):  # the retry of a report whose reply was lost
         assert "sealing" not in service.handle("report", {**report, "offset": shard["start"]})
@@ -154,7 +154,7 @@ def test_a_request_sent_again_gets_the_shard_it_was_handed():
     assert ask("a-2", worker="w1")["shard_id"] != second["shard_id"] and doing() == 3  # ids are per worker
     service.handle("fail_worker", {"failed_worker": "w0"})
     assert ask("a-2")["lease"] != second["lease"]  # its shard went back: the request is answered anew
-    with pytest.raises(ShardServiceError, match="field 'request_id' must be a str; got 7"):
+    with pytest.raises(ShardServiceError, match="field 'request_id' must be a non-empty string; got 7"):
         ask(7)
     without_id = lambda: service.handle("request", {"dataset": "train", "worker": "w2"})  # noqa: E731
     assert without_id()["shard_id"] != without_id()["shard_id"]  # an older client's: each one is new

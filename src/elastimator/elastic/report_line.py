@@ -119,8 +119,8 @@ def _read_body(stream) -> bytes:
 def _json_object(body: bytes) -> dict:
     try:
         message = json.loads(body.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise FrameError(f"a frame that is not JSON: {e}") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:  # nested too deep for the parser
+        raise FrameError(f"a frame that is not JSON: {e!s:.200}") from None
     if not isinstance(message, dict):
         raise FrameError(f"a frame that is not a JSON object: {type(message).__name__}")
     return message

@@ -55,6 +55,7 @@ from elastimator.elastic.shards import (
     Drained,
     Failed,
     Finished,
+    InvalidRequestError,
     ShardBook,
     ShardServiceError,
     TOKEN_REFUSED,
@@ -141,8 +142,8 @@ class ShardService:
         """Runs one call; raises ShardServiceError for requests the book refuses."""
         handler = self._handlers.get(method)
         if handler is None:
-            raise ShardServiceError(f"unknown method {method!r}; expected one of {list(METHODS)}.")
-        worker = request.get("worker")
+            raise InvalidRequestError(f"unknown method {method!r}; expected one of {list(METHODS)}.")
+        worker = _field(request, "worker", str) if request.get("worker") is not None else None
         with self._lock:
             self._drain()
             if method == "report" and self._sealing(worker):
@@ -234,10 +235,20 @@ class ShardService:
 
     def _add_dataset(self, request):
         fields = {f.name for f in dataclasses.fields(ShardingSpec)}
+        required = {f.name for f in dataclasses.fields(ShardingSpec) if f.default is dataclasses.MISSING}
         spec = request.get("dataset")
-        if not isinstance(spec, dict) or set(spec) - fields:
-            raise ShardServiceError(f"add_dataset needs 'dataset' with fields {sorted(fields)}; got {spec!r}.")
-        self.book.add_dataset(ShardingSpec(**spec))
+        if not isinstance(spec, dict):
+            raise InvalidRequestError(f"field 'dataset' must be an object with {sorted(required)} (and optionally "
+                                      f"{sorted(fields - required)}); got {spec!r:.200}.")
+        unknown, missing = sorted(set(spec) - fields), sorted(required - set(spec))
+        if unknown or missing:
+            raise InvalidRequestError(f"field 'dataset' has unknown field(s) {unknown} and lacks {missing}; it "
+                                      f"takes {sorted(fields)}.")
+        try:
+            checked = ShardingSpec(**spec)
+        except ShardServiceError as e:
+            raise InvalidRequestError(f"field 'dataset': {e}") from None
+        self.book.add_dataset(checked)
         return {}
 
     def _open_for_shards(self, request):
@@ -247,7 +258,7 @@ class ShardService:
     def _request(self, request):
         worker = _field(request, "worker", str)
         dataset = _field(request, "dataset", str)
-        request_id = _field(request, "request_id", str) if request.get("request_id") is not None else None
+        request_id = _optional(request, "request_id", str)
         handed = self._handed.get(worker)
         if request_id is not None and handed is not None and handed[0] == (dataset, request_id):
             # The same request again: its reply was lost (a line that broke, a deadline passed). The shard it
@@ -277,8 +288,8 @@ class ShardService:
         records = request.get("records")
         if not isinstance(records, list) or not all(
                 isinstance(r, list) and len(r) == 2 and all(isinstance(x, str) for x in r) for r in records):
-            raise ShardServiceError(f"field 'records' must be a list of [where, why] strings; got {records!r}.")
-        limit = _field(request, "limit", int)
+            raise InvalidRequestError(f"field 'records' must be a list of [where, why] strings; got {records!r:.200}.")
+        limit = _field(request, "limit", int, minimum=0)
         count, failure = self.book.report_bad(_field(request, "dataset", str), [tuple(r) for r in records], limit)
         if failure is not None and records:
             logger.error("Data set %s failed: %s", request["dataset"], failure)
@@ -287,15 +298,15 @@ class ShardService:
     def _report(self, request):
         # `offset` (the batch's first record) is required over the wire: it is what makes a retried report count
         # once.
-        lease = _field(request, "lease", int) if request.get("lease") is not None else None
+        lease = _optional(request, "lease", int, minimum=0)
         self.book.report(_field(request, "dataset", str), _field(request, "worker", str),
-                         _field(request, "shard_id", int), _field(request, "consumed", int), lease=lease,
-                         offset=_field(request, "offset", int))
+                         _field(request, "shard_id", int, minimum=0), _field(request, "consumed", int, minimum=0),
+                         lease=lease, offset=_field(request, "offset", int, minimum=0))
         return {}
 
     def _release(self, request):
         released = self.book.release(_field(request, "dataset", str), _field(request, "worker", str),
-                                     _field(request, "shard_id", int), _field(request, "lease", int))
+                                     _field(request, "shard_id", int, minimum=0), _field(request, "lease", int, minimum=0))
         return {"released": released}
 
     def _heartbeat(self, request):
@@ -317,7 +328,7 @@ class ShardService:
         return {"returned": self.book.fail_worker(failed)}
 
     def _seal(self, request):
-        step = _field(request, "checkpoint_step", int) if request.get("checkpoint_step") is not None else None
+        step = _optional(request, "checkpoint_step", int, minimum=0)
         sealer = request.get("worker") or ""
         # The other trainers' rings are marked first, then drained: a report written before its trainer saw the
         # mark is in this seal, and after it the trainer writes at most once more before its gate waits.
@@ -338,10 +349,11 @@ class ShardService:
         return {"seal_id": seal_id}
 
     def _commit(self, request):
-        step = _field(request, "checkpoint_step", int)
+        step = _field(request, "checkpoint_step", int, minimum=0)
+        seal_id = _field(request, "seal_id", int, minimum=0)
         new = not self.book.is_committed(step)
         try:
-            state = self.book.commit(_field(request, "seal_id", int), step)
+            state = self.book.commit(seal_id, step)
         finally:
             self._end_seal()
             self._drain()
@@ -350,7 +362,7 @@ class ShardService:
         return {}
 
     def _restore(self, request):
-        step = _field(request, "checkpoint_step", int)
+        step = _field(request, "checkpoint_step", int, minimum=0)
         self._rewind(step, self.seals.read(step) if self.seals is not None else None)
         return {}
 
@@ -378,11 +390,26 @@ KEEPALIVE_MS = 10_000
 
 
 
-def _field(request: dict, name: str, kind: type):
+def _field(request: dict, name: str, kind: type, minimum: int | None = None):
+    """The request's field `name`, checked: an int (>= `minimum`, not a bool) or a non-empty string.
+
+    Raises:
+        InvalidRequestError: naming the field, what it must be and what came.
+    """
     value = request.get(name)
-    if not (is_int(value) if kind is int else isinstance(value, kind)):
-        raise ShardServiceError(f"field {name!r} must be a {kind.__name__}; got {value!r}.")
+    if kind is int:
+        if not is_int(value, minimum=minimum):
+            bound = "" if minimum is None else f" >= {minimum}"
+            raise InvalidRequestError(f"field {name!r} must be an int{bound}; got {value!r:.100}.")
+    elif not isinstance(value, kind) or (kind is str and not value):
+        what = "a non-empty string" if kind is str else f"a {kind.__name__}"
+        raise InvalidRequestError(f"field {name!r} must be {what}; got {value!r:.100}.")
     return value
+
+
+def _optional(request: dict, name: str, kind: type, minimum: int | None = None):
+    """`_field`, where the field may be missing or null (None then)."""
+    return None if request.get(name) is None else _field(request, name, kind, minimum)
 
 
 class ShardServer:
@@ -429,8 +456,8 @@ class ShardServer:
                 request = json.loads(raw.decode("utf-8"))
                 if not isinstance(request, dict):
                     raise ValueError("not a JSON object")
-            except (ValueError, UnicodeDecodeError) as e:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request is not a JSON object: {e}")
+            except (ValueError, UnicodeDecodeError, RecursionError) as e:  # nested too deep for the parser
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"request is not a JSON object: {e!s:.200}")
             try:
                 if method == "report_line":
                     line = self.report_line

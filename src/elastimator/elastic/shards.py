@@ -51,6 +51,13 @@ class ShardServiceError(ElastimatorError, ValueError):
     """The gRPC status name a transport answers it with; the client raises the same class from it (`error_for`)."""
 
 
+class InvalidRequestError(ShardServiceError):
+    """A call whose fields are malformed (a missing field, a wrong type, a negative count): refused before the
+    book is touched."""
+
+    status = "INVALID_ARGUMENT"
+
+
 class UnknownDataSetError(ShardServiceError):
     """A call names a data set the service has not registered."""
 
