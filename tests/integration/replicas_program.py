@@ -5,7 +5,9 @@ without the strategy, and those of evaluating the replicas' model over the repli
 Usage: python replicas_program.py KIND WORK_DIR [STRATEGY]
   KIND      custom (a model_fn with a v1 optimizer) | canned (LinearRegressor, a tf-keras optimizer) |
             canned_v1 (tf.compat.v1.estimator.LinearRegressor: losses summed, no scaling) |
-            refusals (what training over the replicas refuses, and the messages)
+            refusals (what training over the replicas refuses, and the messages) |
+            heads (every canned head and a MultiHead: evaluated over the replicas and on one device, predicted,
+            exported)
   STRATEGY  mirrored (default cross-device ops) | mirrored_v1 (tf.compat.v1.distribute) | central_storage
 
 The strategy's run takes batches of 4 per replica (8 per step); the plain run takes batches of 8 of the same
@@ -95,6 +97,54 @@ def refusals(work_dir, strategy):
     return said
 
 
+HEAD_LABELS = {
+    "binary": (X[:, :1] > 0).astype(np.int64),
+    "multi_class": np.digitize(X[:, :1], [-0.5, 0.5]).astype(np.int64),
+    "multi_label": (X[:, :2] > 0).astype(np.int64),
+    "regression": Y,
+    "poisson": np.round(np.exp(0.5 * X[:, :1])).astype(np.float32),
+    "logistic": ((X[:, :1] > 0) * 0.8 + 0.1).astype(np.float32),
+}
+
+
+def _head(name):
+    return {"binary": lambda: est.BinaryClassHead(), "multi_class": lambda: est.MultiClassHead(3),
+            "multi_label": lambda: est.MultiLabelHead(2), "regression": lambda: est.RegressionHead(),
+            "poisson": lambda: est.PoissonRegressionHead(), "logistic": lambda: est.LogisticRegressionHead(),
+            "multi_head": lambda: est.MultiHead([est.BinaryClassHead(name="click"),
+                                                 est.RegressionHead(name="value")])}[name]()
+
+
+def heads(work_dir, strategy):
+    """Every canned head (and a MultiHead): trained over the replicas, evaluated over them and on one device on
+    the same batches, then predicting and exported."""
+    column = [tf.feature_column.numeric_column("x", shape=(3,))]
+    said = {}
+    for name in (*HEAD_LABELS, "multi_head"):
+        labels = {"click": HEAD_LABELS["binary"], "value": Y} if name == "multi_head" else HEAD_LABELS[name]
+
+        def input_fn(batch, labels=labels):
+            return lambda: tf.data.Dataset.from_tensor_slices(({"x": X}, labels)).batch(batch)
+
+        def estimator(train=None, evaluate=None, name=name):
+            config = est.RunConfig(train_distribute=train, eval_distribute=evaluate, tf_random_seed=1,
+                                   log_step_count_steps=None, save_checkpoints_steps=STEPS)
+            return est.DNNEstimator(_head(name), [8], column, model_dir=os.path.join(work_dir, name), config=config,
+                                    optimizer="Adagrad")
+
+        estimator(train=strategy).train(input_fn(PER_REPLICA), max_steps=STEPS)
+        over = estimator(evaluate=strategy).evaluate(input_fn(PER_REPLICA), steps=STEPS, name="replicas")
+        one = estimator().evaluate(input_fn(PER_REPLICA), steps=2 * STEPS, name="one_device")
+        prediction = next(iter(estimator().predict(input_fn(PER_REPLICA))))
+        receiver = est.export.build_raw_serving_input_receiver_fn({"x": tf.constant(X[:1])})
+        exported = estimator().export_saved_model(os.path.join(work_dir, name, "export"), receiver)
+        said[name] = {"over_replicas": {k: float(v) for k, v in over.items()},
+                      "one_device": {k: float(v) for k, v in one.items()},
+                      "prediction_keys": sorted(map(str, prediction)),
+                      "exported": os.path.exists(os.path.join(exported.decode(), "saved_model.pb"))}
+    return said
+
+
 def main(kind, work_dir, strategy_name="mirrored"):
     devices = ["/cpu:0", "/cpu:1"]
     strategy = {"mirrored": lambda: tf.distribute.MirroredStrategy(devices),
@@ -103,6 +153,9 @@ def main(kind, work_dir, strategy_name="mirrored"):
     result = {"replica_count": strategy.num_replicas_in_sync}
     if kind == "refusals":
         print("RESULT " + json.dumps(refusals(work_dir, strategy)), flush=True)
+        return
+    if kind == "heads":
+        print("RESULT " + json.dumps(heads(work_dir, strategy)), flush=True)
         return
     for name, run_strategy, batch in (("plain", None, PER_REPLICA * 2), ("replicas", strategy, PER_REPLICA)):
         estimator = estimator_of(kind, os.path.join(work_dir, name), run_strategy)

@@ -54,6 +54,21 @@ def test_two_replicas_train_as_one_model_on_their_batches_together(tmp_path, kin
     assert [2, 0, 1] in result["input_contexts"]
 
 
+def test_every_canned_head_evaluates_over_replicas_as_on_one_device(tmp_path):
+    """`eval_distribute` over two replicas refused the binary head's own accuracy_baseline (a value derived per
+    replica from an aggregated mean); every head's metrics must be one device's on the same batches."""
+    said = run("heads", tmp_path)
+    assert sorted(said) == ["binary", "logistic", "multi_class", "multi_head", "multi_label", "poisson",
+                            "regression"]
+    for head, result in said.items():
+        over, one = result["over_replicas"], result["one_device"]
+        assert over.keys() == one.keys() and {"loss", "global_step"} <= over.keys(), head
+        for key, value in one.items():
+            assert over[key] == pytest.approx(value, rel=1e-4, abs=1e-6), (head, key)
+        assert result["prediction_keys"] and result["exported"], head
+    assert "accuracy_baseline" in said["binary"]["one_device"]
+
+
 def test_what_two_replicas_do_not_train_is_refused_with_what_to_do(tmp_path):
     said = run("refusals", tmp_path)
     assert said["input_fn_not_a_dataset"][0] == "InputFnError"

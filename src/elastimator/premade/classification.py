@@ -125,6 +125,16 @@ def _classification_outputs(predictions) -> dict:
             SignatureKeys.PREDICT: PredictOutput(predictions)}
 
 
+
+def _once_over_replicas(fn, *values):
+    """`fn(*values)`, computed once where a strategy calls the model_fn per replica (in its cross-replica context):
+    a value derived from metrics that aggregate over the replicas stays one value, where computed in each replica
+    it would be one per replica (equal, but not one). Without a strategy, `fn(*values)`."""
+    context = tf.distribute.get_replica_context()
+    if context is None:  # already in a cross-replica context
+        return fn(*values)
+    return context.merge_call(lambda _strategy, *merged: fn(*merged), args=values)
+
 class _SingleLabelClassHead(ConcreteHead):
     """What the binary and multi-class heads share: class ids, class names, classification signatures."""
 
@@ -198,7 +208,8 @@ class BinaryClassHead(_SingleLabelClassHead):
             MetricKeys.PRECISION: _metrics.precision(labels, predictions[P.CLASS_IDS], weights=weights),
             MetricKeys.RECALL: _metrics.recall(labels, predictions[P.CLASS_IDS], weights=weights),
             MetricKeys.LABEL_MEAN: label_mean,
-            MetricKeys.ACCURACY_BASELINE: (tf.maximum(label_mean[0], 1.0 - label_mean[0]), label_mean[1]),
+            MetricKeys.ACCURACY_BASELINE: (_once_over_replicas(lambda mean: tf.maximum(mean, 1.0 - mean),
+                                                               label_mean[0]), label_mean[1]),
             MetricKeys.PREDICTION_MEAN: _metrics.mean(logistic, weights=weights, name="prediction_mean"),
             MetricKeys.AUC: _metrics.auc(labels, logistic, weights=weights, name="auc"),
             MetricKeys.AUC_PR: _metrics.auc(labels, logistic, weights=weights, curve="PR",
