@@ -14,10 +14,14 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 JOB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "distributed_job.py")
 
 
-def _run_cluster(model_dir, max_steps, *extra, timeout=240):
+def _cluster():
     ps, chief, worker = (f"127.0.0.1:{p}" for p in free_ports(3))
-    cluster = {"ps": [ps], "chief": [chief], "worker": [worker]}
-    roles = [("ps", 0), ("chief", 0), ("worker", 0), ("evaluator", 0)]
+    return {"ps": [ps], "chief": [chief], "worker": [worker]}
+
+
+def _run_cluster(model_dir, max_steps, *extra, timeout=240, cluster=None,
+                 roles=(("ps", 0), ("chief", 0), ("worker", 0), ("evaluator", 0))):
+    cluster = cluster or _cluster()
     processes, logs = {}, {}
     started = time.monotonic()
     try:
@@ -84,3 +88,19 @@ def test_evaluator_driven_early_stop_reaches_every_worker(tmp_path):
     assert final < 1_000_000
     print(f"early stopping fired; final global step {final}")
     assert _result(output["evaluator"])["metrics"]["global_step"] == final
+
+
+def test_a_chief_restarted_after_the_parameter_servers_shut_down_says_so_in_seconds(tmp_path):
+    """It waited up to session_creation_timeout_secs (7,200 s) for parameter servers that had shut down when the
+    job's training ended."""
+    model_dir = str(tmp_path / "model")
+    os.makedirs(model_dir)
+    cluster = _cluster()
+    codes, output, _ = _run_cluster(model_dir, 40, cluster=cluster)
+    assert codes == {"ps": 0, "chief": 0, "worker": 0, "evaluator": 0}, {r: o[-2500:] for r, o in output.items()}
+    started = time.monotonic()
+    codes, output, _ = _run_cluster(model_dir, 40, cluster=cluster, roles=(("chief", 0),), timeout=120)
+    assert time.monotonic() - started < 100  # PS_GONE_SECS (30) and the process's start-up
+    assert codes == {"chief": 1}, output["chief"][-3000:]
+    assert "the training of this job already ended (at global step" in output["chief"]
+    assert "parameter server(s) shut down then (1 of 1 no longer answer" in output["chief"]

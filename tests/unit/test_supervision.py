@@ -93,6 +93,16 @@ def test_a_failure_that_would_repeat_is_not_retried(code, end, message):
     assert not [d for d in decisions if isinstance(d, sv.Record) and d.event == "restart"]
 
 
+def test_a_chief_that_fails_after_the_parameter_servers_finished_ends_the_job():
+    """A restarted chief waited up to two hours for parameter servers that had exited when training ended."""
+    job = Job().up()
+    job.at(50.0, sv.Exited("ps-0", 0))  # the chief said training is over
+    decisions = job.at(51.0, sv.Exited("chief-0", 1))
+    assert kinds(decisions, sv.End) == [sv.End(1)]
+    assert "chief-0 exited with code 1 after training ended (the parameter servers had finished" in job.said()
+    assert not kinds(job.at(60.0), sv.Start)
+
+
 def test_a_server_that_never_listens_is_killed_and_named():
     job = Job()
     job.at(30.0, sv.Listening("chief-0"))

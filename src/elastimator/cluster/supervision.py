@@ -20,6 +20,8 @@ The rules:
   times; a worker out of restarts leaves its slot empty, any other task ends the job;
 * exit 2 (usage) and exit 3 (a failure a restart would repeat) end the job at once;
 * a task whose server does not listen within `start_timeout_secs` ends the job;
+* a chief that fails after the parameter servers finished (they exit 0 only on the chief's word that training
+  is over) is not restarted: the job ends with 1 and says so;
 * once the chief has finished, nothing is restarted; workers still starting are
   stopped, the others and the evaluator get `finish_timeout_secs`, then the
   parameter servers are stopped and the job ends (1 if the evaluator failed);
@@ -317,6 +319,11 @@ class _Turn:
             self._set(name, state=State.RUNNING)
             self._record("up", name)
 
+    def _parameter_servers_finished(self) -> bool:
+        """Whether a parameter server exited 0: it does only once the chief has told it training is over."""
+        return any(c.task.role == "ps" and c.state is State.FINISHED and c.exit_code == 0
+                   for c in self.children.values())
+
     def _exited(self, event: Exited) -> None:
         child = self.children[event.task]
         if not child.state.alive:
@@ -338,6 +345,12 @@ class _Turn:
             self._set(name, state=State.FAILED)
             self._say(f"{name} failed in a way a restart would repeat, so the job ends here: "
                       f"{event.last_error or 'see its log'} (log: {self._log(name)})")
+            self._end(1)
+        elif role == "chief" and self._parameter_servers_finished():
+            self._set(name, state=State.FAILED)
+            self._say(f"{name} exited with code {code} after training ended (the parameter servers had finished on "
+                      f"its word); not restarting it: a restarted chief would have no parameter servers. The model "
+                      f"and its checkpoints are in the model_dir; see {self._log(name)}.")
             self._end(1)
         elif self.policy.synchronous and role in ("chief", "worker"):
             self._group_failed(child, code)

@@ -53,11 +53,12 @@ class EvalResult:
 
 # --- training-done marker: the chief's word that no more checkpoints will come -----------------
 
-def mark_training_done(model_dir: str, global_step: int) -> None:
-    """Written by the chief after its final checkpoint (write-then-rename)."""
+def mark_training_done(model_dir: str, global_step: int, cluster: dict | None = None) -> None:
+    """Written by the chief after its final checkpoint (write-then-rename), with the cluster it trained in (so that
+    a chief restarted in that same cluster knows the training it belongs to is over)."""
     path = os.path.join(model_dir, DONE_MARKER)
     with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-        f.write(json.dumps({"global_step": global_step, "time": time.time()}))
+        f.write(json.dumps({"global_step": global_step, "time": time.time(), "cluster": cluster}, sort_keys=True))
     tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
 
 
@@ -69,6 +70,16 @@ def clear_training_done(model_dir: str) -> None:
 
 def training_done(model_dir: str) -> bool:
     return tf.io.gfile.exists(os.path.join(model_dir, DONE_MARKER))
+
+
+def training_done_record(model_dir: str) -> dict | None:
+    """What the chief wrote when training ended (global_step, time, cluster), or None."""
+    try:
+        with tf.io.gfile.GFile(os.path.join(model_dir, DONE_MARKER)) as f:
+            record = json.loads(f.read())
+    except (tf.errors.NotFoundError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def training_done_at(model_dir: str) -> float | None:

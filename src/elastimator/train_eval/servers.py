@@ -21,6 +21,7 @@ from typing import Callable
 
 import tensorflow as tf
 
+from elastimator._network import reachable
 from elastimator.errors import ClusterError
 from elastimator.estimator import RunConfig, TaskType, is_collective
 
@@ -69,14 +70,33 @@ def _done_queue(ps_index: int):
             1024, tf.int32, shapes=[[]], shared_name=f"elastimator_done_ps{ps_index}", name=f"done_ps{ps_index}")
 
 
+def reachable_ps(config: RunConfig, within_secs: float, poll_secs: float = 0.5) -> list[int]:
+    """The parameter servers that accept connections, looking for up to `within_secs` until all do."""
+    addresses = config.cluster_spec.as_dict().get(TaskType.PS, [])
+    deadline = time.monotonic() + within_secs
+    while True:
+        up = [i for i, address in enumerate(addresses) if reachable(address)]
+        if len(up) == len(addresses) or time.monotonic() >= deadline:
+            return up
+        time.sleep(poll_secs)
+
+
 def signal_done(config: RunConfig, target: str) -> None:
-    """Tells every parameter server that this trainer has finished (best effort)."""
+    """Tells every parameter server that this trainer has finished (best effort). A parameter server that no
+    longer answers (it shut down when training ended, before this trainer came back) is not waited for: a session
+    naming it would wait for it forever."""
     token = CHIEF_TOKEN if config.is_chief else WORKER_TOKEN
+    up = reachable_ps(config, within_secs=5.0)
+    if len(up) < config.num_ps_replicas:
+        logger.info("%s %d: parameter server(s) %s no longer answer (training had ended); not telling them.",
+                    config.task_type, config.task_id, sorted(set(range(config.num_ps_replicas)) - set(up)))
+    if not up:
+        return
     with tf.Graph().as_default():
-        enqueues = [_done_queue(i).enqueue(token) for i in range(config.num_ps_replicas)]
+        enqueues = [_done_queue(i).enqueue(token) for i in up]
         # Only the ps tasks and this task: a session must not wait for another trainer that may be gone.
         session_config = tf.compat.v1.ConfigProto(
-            device_filters=["/job:ps", f"/job:{config.task_type}/task:{config.task_id}"],
+            device_filters=[*(f"/job:ps/task:{i}" for i in up), f"/job:{config.task_type}/task:{config.task_id}"],
             operation_timeout_in_ms=30_000)
         try:
             with tf.compat.v1.Session(target, config=session_config) as session:

@@ -8,7 +8,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from elastimator.errors import ConfigError
+from elastimator.errors import ClusterError, ConfigError
 from elastimator.estimator import CheckpointDir, Estimator, TaskType, is_collective
 from elastimator.train_eval import eval_rounds, servers
 from elastimator.train_eval import exporters as exporter_lib
@@ -98,6 +98,7 @@ def _run_trainer(estimator, train_spec: TrainSpec, extra_hooks=()):
         logger.info("%s %d: training against %d parameter server(s).", config.task_type, config.task_id,
                     config.num_ps_replicas)
     if config.is_chief:
+        _check_not_after_the_end(estimator)
         eval_rounds.clear_training_done(estimator.model_dir)
     hooks = list(train_spec.hooks) + list(extra_hooks)
     if not config.is_chief:
@@ -106,10 +107,34 @@ def _run_trainer(estimator, train_spec: TrainSpec, extra_hooks=()):
                     saving_listeners=train_spec.saving_listeners if config.is_chief else None)
     if config.is_chief:
         final = CheckpointDir(estimator.model_dir).newest_step()
-        eval_rounds.mark_training_done(estimator.model_dir, final)
+        eval_rounds.mark_training_done(estimator.model_dir, final, config.cluster_spec.as_dict())
     if config.num_ps_replicas and server is not None:
         servers.signal_done(config, server.target)
     return None, []
+
+
+PS_GONE_SECS = 30.0
+"""How long a chief restarted after its job's training ended looks for the parameter servers before it says they are
+gone (they shut down when the chief told them training was over)."""
+
+
+def _check_not_after_the_end(estimator) -> None:
+    """A chief started in the cluster whose training already ended (its train_done marker names this cluster) and
+    whose parameter servers are gone: one error that says so, in seconds, where it would wait for them up to
+    session_creation_timeout_secs (two hours by default)."""
+    config = estimator.config
+    record = eval_rounds.training_done_record(estimator.model_dir)
+    if record is None or record.get("cluster") != config.cluster_spec.as_dict() or not config.num_ps_replicas:
+        return
+    up = servers.reachable_ps(config, within_secs=PS_GONE_SECS)
+    if len(up) == config.num_ps_replicas:
+        return  # the same cluster trains again (its parameter servers are up): a new run in this model_dir
+    raise ClusterError(
+        f"chief {config.task_id}: the training of this job already ended (at global step "
+        f"{record.get('global_step')}, {eval_rounds.DONE_MARKER} in {estimator.model_dir}) and its parameter "
+        f"server(s) shut down then ({config.num_ps_replicas - len(up)} of {config.num_ps_replicas} no longer answer "
+        f"after {PS_GONE_SECS:.0f} s); this restarted chief has nothing to train with. The model and its exports "
+        f"are in the model_dir. To train further there, start the whole job again (parameter servers included).")
 
 
 def _run_ps(estimator):
