@@ -114,6 +114,9 @@ def _parser() -> argparse.ArgumentParser:
     launch.add_argument("--model-dir", help="override the conf's model_dir")
     launch.add_argument("--max-steps", type=int, help="override the conf's max_steps")
     launch.add_argument("--max-restarts", type=int, default=3, help="restarts per process before giving up")
+    launch.add_argument("--stall-secs", type=float, default=30.0,
+                        help="a synchronous job: a trainer that makes no step for this long restarts the group from "
+                             "the newest checkpoint (default 30)")
     launch.add_argument("--base-port", type=int, help="use consecutive ports from here (default: any free ports)")
     launch.add_argument("--autoscale", action="store_true",
                         help="add or remove workers (up to --max-workers) from measured steps/s and ps CPU")
@@ -328,6 +331,7 @@ def _launch(args) -> int:
     spec = LaunchSpec(args.conf, os.path.abspath(model_dir), ps=args.ps, workers=args.workers,
                       max_workers=args.max_workers, evaluator=args.evaluator, max_steps=args.max_steps,
                       max_restarts=args.max_restarts, base_port=args.base_port, network=args.network,
+                      stall_secs=args.stall_secs,
                       synchronous=synchronous)
     if args.autoscale:
         spec = dataclasses.replace(spec, autoscale=autoscale.ScalingLimits(max_workers=spec.worker_slots))

@@ -113,6 +113,42 @@ def test_a_killed_worker_restarts_the_group_from_the_newest_checkpoint_and_loses
     assert replays <= bound, output
 
 
+def test_a_frozen_worker_restarts_the_group_within_the_stall_bound_and_loses_no_record(job):
+    """A worker stopped with SIGSTOP (a hung NFS read, a paused VM) keeps its port answering, so no probe sees it,
+    and every other trainer waits in its all-reduce: the launcher sees no step for stall_secs, stops the group
+    (killing the frozen worker) and starts it again from the newest checkpoint."""
+    stall_secs = 10.0
+    spec = LaunchSpec(CONF, str(job), workers=2, synchronous=True, backoff_secs=0.5, network="host",
+                      stall_secs=stall_secs)
+    console = Console()
+    launcher = Launcher(spec, out=console)
+    thread, result = _run(launcher)
+    try:
+        _wait_for(lambda: os.path.isdir(job) and [s for s in _checkpoint_steps(job) if s >= SAVE_STEPS]
+                  or not thread.is_alive(), 300, f"the checkpoint of step {SAVE_STEPS}")
+        victim = next(e["pid"] for e in launcher.events if e["event"] == "start" and e["task"] == "worker-1")
+        frozen_at = time.monotonic()
+        os.kill(victim, signal.SIGSTOP)
+        _wait_for(lambda: any(e["event"] == "restart" for e in launcher.events) or not thread.is_alive(), 180,
+                  "the group's restart")
+        detected_after = time.monotonic() - frozen_at
+    finally:
+        thread.join(timeout=400)
+    output = "".join(console[-80:])
+    assert not thread.is_alive() and result["code"] == 0, output
+    restarts = [e for e in launcher.events if e["event"] == "restart"]
+    assert len(restarts) == 1 and restarts[0]["group"] and restarts[0]["stalled"], output
+    # Progress files are written every 5 s while a trainer steps; the bound holds within that and the launcher's
+    # turn, whatever the machine's load.
+    assert detected_after < stall_secs + 5 + 30, detected_after
+    assert "made no training step for" in output
+    trainers = 3
+    bound = (SAVE_STEPS + 1) * trainers * BATCH + trainers * SHARD
+    replays = _replays(job)
+    print(f"{replays} records replayed (bound {bound}); the stall was acted on after {detected_after:.1f} s")
+    assert replays <= bound, output
+
+
 def test_a_scale_from_two_to_three_trainers_goes_on_from_the_checkpoint_the_chief_saves(job):
     spec = LaunchSpec(CONF, str(job), workers=1, max_workers=2, synchronous=True, network="host")
     console = Console()

@@ -226,3 +226,38 @@ def test_a_parameter_server_conf_refuses_ps_0_and_an_unreadable_conf_is_said(tmp
     assert cli.main(["k8s", "manifest", "/in/the/image/conf.py:Conf", "--image", "i"]) == 0
     said = capsys.readouterr()
     assert "not readable here, so its strategy is not checked" in said.err and "PS:" in said.out
+
+
+def test_a_synchronous_trainer_pod_fails_its_liveness_probe_when_it_stops_stepping(tmp_path):
+    """The probe is `python -m elastimator.cluster.progress_file`: run it on progress files as a kubelet would."""
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    import time  # pylint: disable=import-outside-toplevel
+
+    from elastimator.cluster import progress_file  # pylint: disable=import-outside-toplevel
+
+    sync = k8s.TFJobSpec(name="sync", conf="c.py:C", image="i", ps=0, workers=2)
+    job = next(d for d in k8s.manifest(sync) if d["kind"] == "TFJob")
+    for replica in ("Chief", "Worker"):
+        container = job["spec"]["tfReplicaSpecs"][replica]["template"]["spec"]["containers"][0]
+        assert {"name": progress_file.ENV, "value": k8s.PROGRESS_PATH} in container["env"]
+        probe = container["livenessProbe"]["exec"]["command"]
+    assert manifests.validate(job) == []
+    ps_job = next(d for d in k8s.manifest(CENSUS) if d["kind"] == "TFJob")
+    assert all("livenessProbe" not in r["template"]["spec"]["containers"][0]
+               for r in ps_job["spec"]["tfReplicaSpecs"].values())  # its trainers do not wait on each other
+
+    path = str(tmp_path / "progress.json")
+
+    def probe_exit_code():
+        command = [sys.executable if word == "python" else word for word in probe[:-1]] + [path]
+        return subprocess.run(command, capture_output=True, text=True, timeout=60).returncode
+
+    assert probe_exit_code() == 0  # no step yet: starting up
+    progress_file.write(path, 10)
+    assert probe_exit_code() == 0  # stepping
+    with open(path, "w") as f:
+        json.dump({"step": 10, "time": time.time() - progress_file.STALL_SECS - 5, "ended": False}, f)
+    assert probe_exit_code() == 1  # silent past the bound
+    progress_file.write(path, 10, ended=True)
+    assert probe_exit_code() == 0  # training is over: exporting is no stall

@@ -217,6 +217,21 @@ SYNC = sv.Policy(max_restarts=2, backoff_secs=1.0, start_timeout_secs=60, finish
 SYNC_TASKS = [Task("chief"), Task("worker", 0), Task("worker", 1), Task("evaluator")]
 
 
+def test_a_stalled_trainer_restarts_the_whole_group_itself_included():
+    """A frozen worker (SIGSTOP: its port still answers) held every other trainer in its all-reduce forever."""
+    job = Job(SYNC_TASKS, policy=SYNC).up()
+    job.at(40.0, sv.Stalled("worker-1", 31.0), sv.Stalled("chief-0", 31.0))
+    assert [d.task.name for d in kinds(job.decisions, sv.Stop)] == ["chief-0", "worker-0", "worker-1"]
+    assert "worker-1 made no training step for 31 s (a frozen process, or a peer it waits on); a synchronous " \
+           "step needs every worker, so the chief and workers start again in 1.0s" in job.said()
+    assert [d.fields for d in kinds(job.decisions, sv.Record) if d.event == "restart"] == [
+        {"code": None, "delay_secs": 1.0, "group": True, "stalled": True}]
+    assert {d.task.name for d in kinds(job.at(41.0), sv.Start)} == {"chief-0", "worker-0", "worker-1"}
+    # A parameter-server job's trainers do not wait on each other: a slow one is no failure.
+    ps_job = Job().up()
+    assert not kinds(ps_job.at(40.0, sv.Stalled("worker-1", 31.0)), sv.Stop)
+
+
 def test_a_dead_worker_restarts_the_whole_group_chief_first_and_leaves_the_evaluator():
     job = Job(SYNC_TASKS, policy=SYNC).up()
     job.at(10.0, sv.Exited("worker-1", -9))

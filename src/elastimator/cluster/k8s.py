@@ -17,7 +17,9 @@ A job with no PS replicas (`ps=0`) is synchronous: its conf says strategy
 TF_CONFIG, which the operator writes as it creates the pod, names the workers
 there are. A pod that dies takes its peers' steps down with it: they exit
 with a ClusterError, every pod restarts (`OnFailure`) and the group resumes
-from the newest checkpoint. `scale` of such a job sets the Worker replicas and
+from the newest checkpoint. A frozen trainer (stopped, its port still answering) fails its liveness probe,
+as do its peers waiting on it: each trainer's progress file goes stale past progress_file.STALL_SECS, the
+kubelet restarts the containers, and the group resumes the same way. `scale` of such a job sets the Worker replicas and
 deletes the chief and worker pods, which the operator creates again with a
 TF_CONFIG naming the new workers (the chief saves a checkpoint as it stops).
 
@@ -35,7 +37,7 @@ import re
 import secrets
 from typing import Any, Sequence
 
-from elastimator.cluster import k8s_autoscale
+from elastimator.cluster import k8s_autoscale, progress_file
 from elastimator.cluster.k8s_apis import TFJOB
 from elastimator.cluster.plan import EVALUATOR_ENV
 from elastimator.errors import ClusterError
@@ -47,6 +49,8 @@ REPORT_PORT = 2224
 """The shard service's report line: workers' per-step reports, cheaper than a gRPC call each."""
 CONTAINER = "tensorflow"
 """The training operator finds the TensorFlow container by this name."""
+PROGRESS_PATH = "/tmp/elastimator-progress.json"
+"""Where a synchronous trainer's pod keeps its progress file, which its liveness probe reads."""
 REPLICA_TYPES = {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator"}
 _SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas", "tfjob_v1.json")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -150,6 +154,14 @@ def pod_template(spec: TFJobSpec, role: str, shard_service: str, extra_env: Sequ
         "ports": ports,
         "resources": {"requests": {"cpu": spec.cpu, "memory": spec.memory}, "limits": {"memory": spec.memory}},
     }
+    if spec.synchronous and role in ("chief", "worker"):
+        # A frozen trainer (its port still answers) holds its peers in their all-reduce: each trainer's progress
+        # file goes stale, the probe fails, the kubelet restarts the container, and the group resumes.
+        env.append({"name": progress_file.ENV, "value": PROGRESS_PATH})
+        container["livenessProbe"] = {
+            "exec": {"command": ["python", "-m", "elastimator.cluster.progress_file", "--stale-after",
+                                 str(int(progress_file.STALL_SECS)), PROGRESS_PATH]},
+            "periodSeconds": 10, "failureThreshold": 1}
     pod: dict[str, Any] = {"containers": [container]}
     if autoscaling is not None:
         pod["serviceAccountName"] = autoscaling["serviceAccountName"]

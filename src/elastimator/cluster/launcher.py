@@ -84,6 +84,9 @@ class LaunchSpec:
     synchronous: bool = False
     """The chief and workers all-reduce (the conf's strategy 'multi_worker_mirrored'): no ps (`ps` must be 0), and
     the group restarts as one."""
+    stall_secs: float = progress_file.STALL_SECS
+    """A synchronous job: a trainer that stepped before and makes no step for this long (a frozen process: its port
+    still answers) stops the group, which starts again from the newest checkpoint."""
     network: str = "auto"
     """private_network.MODES: "auto" runs the job's processes in a loopback-only network namespace where the
     machine allows it, so their TensorFlow servers (which listen on every interface) are unreachable from other
@@ -99,6 +102,8 @@ class LaunchSpec:
                                "'multi_worker_mirrored') has none; scale it with `elastimator scale` instead.")
         if self.max_workers is not None and self.max_workers < self.workers:
             raise ClusterError(f"--max-workers ({self.max_workers}) must be at least --workers ({self.workers}).")
+        if not self.stall_secs > 0:
+            raise ClusterError(f"--stall-secs must be more than 0; got {self.stall_secs}.")
 
     @property
     def worker_slots(self) -> int:
@@ -297,6 +302,10 @@ class Launcher:
             if name not in self._stepped and progress_file.read(self._progress_path(name)) is not None:
                 self._stepped.add(name)
                 self._event("first_step", name)
+            elif self.spec.synchronous and name in self._stepped:
+                silent = progress_file.stalled(self._progress_path(name), self.spec.stall_secs)
+                if silent is not None:
+                    events.append(supervision.Stalled(name, silent))
             if child.state is supervision.State.STARTING and self._probe(self.plan.address(child.task)):
                 events.append(supervision.Listening(name))
         return events

@@ -137,7 +137,15 @@ class StopRequested:
     pass
 
 
-Event = Union[Exited, Listening, ScaleTo, Autoscaled, StopRequested]
+@dataclasses.dataclass(frozen=True)
+class Stalled:
+    """A trainer that stepped before has made no step for `secs` (its progress file says so)."""
+
+    task: str
+    secs: float
+
+
+Event = Union[Exited, Listening, ScaleTo, Autoscaled, StopRequested, Stalled]
 
 
 # --- decisions: what the shell does --------------------------------------------------------------------
@@ -248,6 +256,8 @@ class _Turn:
                 self._listening(event.task)
             elif isinstance(event, Exited):
                 self._exited(event)
+            elif isinstance(event, Stalled):
+                self._stalled(event)
             if self.ended:
                 return None
         self._timers()
@@ -383,19 +393,32 @@ class _Turn:
             for name in group:
                 self.decisions.append(Stop(self.children[name].task, return_shards=False))
 
-    def _group_failed(self, child: Child, code: int) -> None:
+    def _stalled(self, event: Stalled) -> None:
+        """A synchronous group whose trainer makes no step (a frozen process: its port still answers, so no probe
+        sees it) waits in its all-reduce forever: the group is stopped (a frozen member killed) and started again.
+        A parameter-server job's trainers do not wait on each other: nothing to do."""
+        child = self.children.get(event.task)
+        if not self.policy.synchronous or child is None or child.state is not State.RUNNING \
+                or child.task.role not in ("chief", "worker") or self.chief_done_at is not None:
+            return None
+        return self._group_failed(child, None, why=f"made no training step for {event.secs:.0f} s (a frozen "
+                                                    f"process, or a peer it waits on)")
+
+    def _group_failed(self, child: Child, code: int | None, why: str | None = None) -> None:
+        what = why or f"exited with code {code}"
         restarts = max(c.restarts for c in self._trainers())
         if restarts >= self.policy.max_restarts:
             self._set(child.task.name, state=State.FAILED)
-            self._say(f"{child.task.name} exited with code {code}, and the group of chief and workers was already "
+            self._say(f"{child.task.name} {what}, and the group of chief and workers was already "
                       f"started again {restarts} time(s); giving up. See {self._log(child.task.name)}.")
             return self._end(1)
         delay = self.policy.backoff_secs * 2 ** restarts
-        self._stop_group(but=child.task.name)
+        self._stop_group(but=child.task.name if code is not None else None)
         for member in self._trainers():
             self._set(member.task.name, state=State.RESTARTING, restarts=restarts + 1, restart_at=self.now + delay)
-        self._record("restart", child.task.name, code=code, delay_secs=delay, group=True)
-        self._say(f"{child.task.name} exited with code {code}; a synchronous step needs every worker, so the chief "
+        self._record("restart", child.task.name, code=code, delay_secs=delay, group=True,
+                     **({"stalled": True} if code is None else {}))
+        self._say(f"{child.task.name} {what}; a synchronous step needs every worker, so the chief "
                   f"and workers start again in {delay:.1f}s from the newest checkpoint "
                   f"(restart {restarts + 1} of {self.policy.max_restarts})")
         return None

@@ -177,9 +177,15 @@ class ProgressFileHook(tf.compat.v1.train.SessionRunHook):
 
     def after_run(self, run_context, run_values):
         now = time.monotonic()
+        self._last = int(run_values.results)
         if now >= self._next:
             self._next = now + self._every
-            progress_file.write(self._path, int(run_values.results))
+            progress_file.write(self._path, self._last)
+
+    def end(self, session):
+        """Training is over: what the process does next (exports, a final evaluation) is not a stall."""
+        if getattr(self, "_last", None) is not None:
+            progress_file.write(self._path, self._last, ended=True)
 
 
 def progress_file_hook() -> StepHook | None:
