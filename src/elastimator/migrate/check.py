@@ -165,8 +165,7 @@ def _public(parts: list[str]):
     name = rest[1]
     if name not in surface.PUBLIC or (name in surface.V1_ONLY and not v1 and parts[0] == "tensorflow"):
         return (f"{space}.{name}", PUBLIC, False, NOT_IN_215)
-    if name in surface.SUBMODULES and len(rest) > 2 and name != "tpu" or (name == "tpu" and len(rest) > 2
-                                                                          and rest[2] != "experimental"):
+    if name in surface.SUBMODULES and len(rest) > 2:  # tf.estimator.export.PredictOutput, ...
         inner = rest[2]
         served = inner in surface.SUBMODULES[name]
         return (f"{space}.{name}.{inner}", PUBLIC, served, "" if served else NOT_IN_215)
