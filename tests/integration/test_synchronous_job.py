@@ -65,6 +65,22 @@ def _wait_for(predicate, timeout, what):
         time.sleep(0.1)
 
 
+def _launch_until_a_checkpoint(job, **spec_fields):
+    """Launches the synchronous counting job (a chief and 2 workers) and waits for its checkpoint of step
+    SAVE_STEPS; returns (launcher, console, thread, result)."""
+    spec = LaunchSpec(CONF, str(job), workers=2, synchronous=True, backoff_secs=0.5, network="host", **spec_fields)
+    console = Console()
+    launcher = Launcher(spec, out=console)
+    thread, result = _run(launcher)
+    _wait_for(lambda: os.path.isdir(job) and [s for s in _checkpoint_steps(job) if s >= SAVE_STEPS]
+              or not thread.is_alive(), 300, f"the checkpoint of step {SAVE_STEPS}")
+    return launcher, console, thread, result
+
+
+def _pid(launcher, task) -> int:
+    return next(e["pid"] for e in launcher.events if e["event"] == "start" and e["task"] == task)
+
+
 def _checkpoint_steps(model_dir) -> list[int]:
     return sorted(int(name[len("model.ckpt-"):-len(".index")]) for name in os.listdir(model_dir)
                   if name.startswith("model.ckpt-") and name.endswith(".index"))
@@ -87,15 +103,9 @@ def test_a_synchronous_conf_runs_alone_under_elastimator_run(job):
 
 
 def test_a_killed_worker_restarts_the_group_from_the_newest_checkpoint_and_loses_no_record(job):
-    spec = LaunchSpec(CONF, str(job), workers=2, synchronous=True, backoff_secs=0.5, network="host")
-    console = Console()
-    launcher = Launcher(spec, out=console)
-    thread, result = _run(launcher)
+    launcher, console, thread, result = _launch_until_a_checkpoint(job)
     try:
-        _wait_for(lambda: os.path.isdir(job) and [s for s in _checkpoint_steps(job) if s >= SAVE_STEPS]
-                  or not thread.is_alive(), 300, f"the checkpoint of step {SAVE_STEPS}")
-        victim = next(e["pid"] for e in launcher.events if e["event"] == "start" and e["task"] == "worker-1")
-        os.kill(victim, signal.SIGKILL)
+        os.kill(_pid(launcher, "worker-1"), signal.SIGKILL)
     finally:
         thread.join(timeout=400)
     output = "".join(console[-80:])
@@ -118,17 +128,10 @@ def test_a_frozen_worker_restarts_the_group_within_the_stall_bound_and_loses_no_
     and every other trainer waits in its all-reduce: the launcher sees no step for stall_secs, stops the group
     (killing the frozen worker) and starts it again from the newest checkpoint."""
     stall_secs = 10.0
-    spec = LaunchSpec(CONF, str(job), workers=2, synchronous=True, backoff_secs=0.5, network="host",
-                      stall_secs=stall_secs)
-    console = Console()
-    launcher = Launcher(spec, out=console)
-    thread, result = _run(launcher)
+    launcher, console, thread, result = _launch_until_a_checkpoint(job, stall_secs=stall_secs)
     try:
-        _wait_for(lambda: os.path.isdir(job) and [s for s in _checkpoint_steps(job) if s >= SAVE_STEPS]
-                  or not thread.is_alive(), 300, f"the checkpoint of step {SAVE_STEPS}")
-        victim = next(e["pid"] for e in launcher.events if e["event"] == "start" and e["task"] == "worker-1")
         frozen_at = time.monotonic()
-        os.kill(victim, signal.SIGSTOP)
+        os.kill(_pid(launcher, "worker-1"), signal.SIGSTOP)
         _wait_for(lambda: any(e["event"] == "restart" for e in launcher.events) or not thread.is_alive(), 180,
                   "the group's restart")
         detected_after = time.monotonic() - frozen_at

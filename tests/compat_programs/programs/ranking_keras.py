@@ -10,7 +10,8 @@ import sys
 import numpy as np
 import tensorflow as tf
 import tensorflow_ranking as tfr
-from _ranking_lists import CONTEXT, DENSE, EXAMPLE, QUERY_LENGTH, input_fn, serving_input_fn
+from _ranking_lists import CONTEXT, EXAMPLE, train_evaluate_predict_serve
+
 
 def main(model_dir):
     tf.compat.v1.set_random_seed(7)
@@ -27,16 +28,7 @@ def main(model_dir):
         model=model, model_dir=model_dir,
         config=tf.estimator.RunConfig(tf_random_seed=7, save_checkpoints_steps=100),
         serving_default="predict")
-    train_spec = tf.estimator.TrainSpec(input_fn=input_fn(True), max_steps=200)
-    eval_spec = tf.estimator.EvalSpec(name="eval", input_fn=input_fn(False), steps=None, throttle_secs=0)
-    tf.estimator.train_and_evaluate(estimator, train_spec, eval_spec)
-    metrics = estimator.evaluate(input_fn(False))
-    scores = np.stack([np.asarray(p) for p in estimator.predict(input_fn(False))])
-
-    export_dir = estimator.export_saved_model(model_dir + "/export", serving_input_fn)
-    loaded = tf.saved_model.load(export_dir)
-    served = loaded.signatures["predict"](query_length=tf.constant(QUERY_LENGTH[:4]),
-                                         dense_feature=tf.constant(DENSE[:4]))
+    metrics, scores, loaded, served = train_evaluate_predict_serve(estimator, model_dir)
     print("RESULT " + json.dumps({
         "metrics": {k: float(v) for k, v in metrics.items()},
         "scores_shape": list(scores.shape),
