@@ -11,6 +11,7 @@ import time
 from typing import Callable
 
 from elastimator.cluster import autoscale, jobset, k8s
+from elastimator.cluster.k8s_apis import BY_API
 from elastimator.cluster.k8s_autoscale import Settings
 
 logger = logging.getLogger("elastimator")
@@ -62,13 +63,12 @@ class Autoscaler:
     def current_workers(self) -> int:
         from kubernetes import client
 
-        objects = client.CustomObjectsApi(k8s.connect(self._api_client))
-        s = self.settings
+        s, resource = self.settings, BY_API[self.settings.api]
+        job = client.CustomObjectsApi(k8s.connect(self._api_client)).get_namespaced_custom_object(
+            resource.group, resource.version, s.namespace, resource.plural, s.name)
         if s.api == "jobset":
-            job = objects.get_namespaced_custom_object(jobset.GROUP, jobset.VERSION, s.namespace, jobset.PLURAL, s.name)
             worker = next(r for r in job["spec"]["replicatedJobs"] if r["name"] == "worker")
             return int(worker["template"]["spec"]["parallelism"])
-        job = objects.get_namespaced_custom_object(k8s.GROUP, k8s.VERSION, s.namespace, k8s.PLURAL, s.name)
         return int(job["spec"]["tfReplicaSpecs"].get("Worker", {}).get("replicas", 0))
 
     def _scale(self, workers: int) -> None:

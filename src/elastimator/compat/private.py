@@ -16,7 +16,7 @@ from typing import Any, Callable
 import tensorflow as tf
 from tensorflow.python.util import function_utils
 
-from elastimator.estimator import DatasetInitializerHook, EstimatorSpec, ModeKeys, call_model_fn, global_step_of
+from elastimator.estimator import EstimatorSpec, ModeKeys, call_model_fn, dataset_element, global_step_of
 from elastimator.train_eval import train_and_evaluate as _train_and_evaluate
 
 fn_args = function_utils.fn_args
@@ -40,12 +40,8 @@ def parse_iterator_result(result) -> tuple[Any, Any]:
 def parse_input_fn_result(result) -> tuple[Any, Any, list]:
     """(features, labels, input_hooks) of what an input_fn returned; a `tf.data.Dataset` is iterated in the
     current graph, with the hook that initializes its iterator."""
-    hooks = []
-    if isinstance(result, tf.data.Dataset):
-        iterator = tf.compat.v1.data.make_initializable_iterator(result)
-        hooks.append(DatasetInitializerHook(iterator))
-        result = iterator.get_next()
-    return parse_iterator_result(result) + (hooks,)
+    element, hooks = dataset_element(result)
+    return parse_iterator_result(element) + (list(hooks),)
 
 
 def estimator_export(*api_names: str, **kwargs) -> Callable:

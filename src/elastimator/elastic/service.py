@@ -306,7 +306,8 @@ class ShardService:
 
     def _release(self, request):
         released = self.book.release(_field(request, "dataset", str), _field(request, "worker", str),
-                                     _field(request, "shard_id", int, minimum=0), _field(request, "lease", int, minimum=0))
+                                     _field(request, "shard_id", int, minimum=0),
+                                     _field(request, "lease", int, minimum=0))
         return {"released": released}
 
     def _heartbeat(self, request):

@@ -6,7 +6,7 @@ from them. Names load on first use (as `elastimator`'s own do), so importing one
 
 * the API objects: `Estimator`, `EstimatorSpec`, `RunConfig`, `TaskType`, `ModeKeys`, `tf_variable`,
   `is_collective` (whether a strategy spans processes);
-* calling user code: `fn_args`, `check_model_fn`, `call_model_fn`, `check_hooks`, `DatasetInitializerHook`;
+* calling user code: `fn_args`, `check_model_fn`, `call_model_fn`, `check_hooks`, `dataset_element`;
 * a training step, as hooks see it: `TrainingStep`, `StepHook`, `StepInput`, `step_after_call`, `plan_gate`;
 * checkpoints and exports: `CheckpointDir`, `ResumePoint`, `global_step_of`, `checkpoint_damage`, `make_saver`,
   `TRAIN_OP_COLLECTION`;
@@ -28,7 +28,7 @@ _FACE = {
     "fn_args": ("graph.calls", "fn_args"),
     "check_model_fn": ("graph.calls", "check_model_fn"),
     "call_model_fn": ("graph.calls", "call_model_fn"),
-    "DatasetInitializerHook": ("graph.calls", "DatasetInitializerHook"),
+    "dataset_element": ("graph.calls", "dataset_element"),
     "check_hooks": ("loops.hooks", "check_hooks"),
     "TrainingStep": ("step.training_step", "TrainingStep"),
     "StepHook": ("step.training_step", "StepHook"),

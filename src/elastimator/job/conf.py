@@ -350,7 +350,7 @@ def _conf_classes(module) -> list[str]:
 
 
 def _no_such_conf(where: str, attr: str, module) -> ConfError:
-    classes = _conf_classes(module) if module is not None else []
+    classes = _conf_classes(module)
     has = (f"it defines the conf class(es) {', '.join(classes)}" if classes else
            "it defines no conf class (a class that sets classifier_class)")
     return ConfError(f"{where} has no {attr!r}; {has}.")
@@ -392,11 +392,11 @@ def _import(target: str):
         module = importlib.import_module(module_name) if module_name else None
     except Exception as e:  # noqa: BLE001
         raise ConfError(f"conf {target!r}: module {module_name!r} failed to import: {type(e).__name__}: {e}") from e
-    if module is not None and not hasattr(module, attr):
-        raise _no_such_conf(f"conf module {module_name!r}", attr, module)
     if module is None:
         raise ConfError(
             f"conf {target!r} not found. Expected 'package.module.ConfClass', 'path/to/conf.py' or "
             "'path/to/conf.py:ConfClass'."
         )
+    if not hasattr(module, attr):
+        raise _no_such_conf(f"conf module {module_name!r}", attr, module)
     return getattr(module, attr), attr

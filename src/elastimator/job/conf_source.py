@@ -43,7 +43,8 @@ def _locate(target: str) -> tuple[str | None, str | None]:
     if file.endswith(".py"):
         return (file if os.path.isfile(file) else None), (name or None)
     module, _, attribute = target.rpartition(".")
-    for candidate, cls in ((target.replace(".", os.sep) + ".py", None), (module.replace(".", os.sep) + ".py", attribute)):
+    as_file = lambda dotted: dotted.replace(".", os.sep) + ".py"  # noqa: E731
+    for candidate, cls in ((as_file(target), None), (as_file(module), attribute)):
         if candidate != ".py" and os.path.isfile(candidate):
             return candidate, cls
     return None, None

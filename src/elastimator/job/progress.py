@@ -171,6 +171,8 @@ class ProgressFileHook(tf.compat.v1.train.SessionRunHook):
     def __init__(self, step: TrainingStep, path: str, every_secs: float = 5.0):
         self._step, self._path, self._every = step.global_step, path, every_secs
         self._next = 0.0
+        self._last: int | None = None
+        """The global step after the last call (written as "ended" when training ends)."""
 
     def before_run(self, run_context):
         return tf.compat.v1.train.SessionRunArgs(self._step)
@@ -184,7 +186,7 @@ class ProgressFileHook(tf.compat.v1.train.SessionRunHook):
 
     def end(self, session):
         """Training is over: what the process does next (exports, a final evaluation) is not a stall."""
-        if getattr(self, "_last", None) is not None:
+        if self._last is not None:
             progress_file.write(self._path, self._last, ended=True)
 
 

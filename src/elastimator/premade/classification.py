@@ -125,7 +125,6 @@ def _classification_outputs(predictions) -> dict:
             SignatureKeys.PREDICT: PredictOutput(predictions)}
 
 
-
 def _once_over_replicas(fn, *values):
     """`fn(*values)`, computed once where a strategy calls the model_fn per replica (in its cross-replica context):
     a value derived from metrics that aggregate over the replicas stays one value, where computed in each replica
@@ -134,6 +133,7 @@ def _once_over_replicas(fn, *values):
     if context is None:  # already in a cross-replica context
         return fn(*values)
     return context.merge_call(lambda _strategy, *merged: fn(*merged), args=values)
+
 
 class _SingleLabelClassHead(ConcreteHead):
     """What the binary and multi-class heads share: class ids, class names, classification signatures."""

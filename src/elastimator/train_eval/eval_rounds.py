@@ -84,10 +84,10 @@ def training_done_record(model_dir: str) -> dict | None:
 
 def training_done_at(model_dir: str) -> float | None:
     """When the chief marked training done (wall time), or None: not marked, or a marker being replaced."""
+    record = training_done_record(model_dir)
     try:
-        with tf.io.gfile.GFile(os.path.join(model_dir, DONE_MARKER)) as f:
-            return float(json.loads(f.read())["time"])
-    except (tf.errors.NotFoundError, ValueError, KeyError, TypeError):
+        return float(record["time"])
+    except (KeyError, TypeError, ValueError):  # no record, or one without a time
         return None
 
 

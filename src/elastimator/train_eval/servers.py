@@ -21,7 +21,7 @@ from typing import Callable
 
 import tensorflow as tf
 
-from elastimator._network import reachable
+from elastimator._network import reachable_within
 from elastimator.errors import ClusterError
 from elastimator.estimator import RunConfig, TaskType, is_collective
 
@@ -70,15 +70,9 @@ def _done_queue(ps_index: int):
             1024, tf.int32, shapes=[[]], shared_name=f"elastimator_done_ps{ps_index}", name=f"done_ps{ps_index}")
 
 
-def reachable_ps(config: RunConfig, within_secs: float, poll_secs: float = 0.5) -> list[int]:
+def reachable_ps(config: RunConfig, within_secs: float) -> list[int]:
     """The parameter servers that accept connections, looking for up to `within_secs` until all do."""
-    addresses = config.cluster_spec.as_dict().get(TaskType.PS, [])
-    deadline = time.monotonic() + within_secs
-    while True:
-        up = [i for i, address in enumerate(addresses) if reachable(address)]
-        if len(up) == len(addresses) or time.monotonic() >= deadline:
-            return up
-        time.sleep(poll_secs)
+    return reachable_within(config.cluster_spec.as_dict().get(TaskType.PS, []), within_secs, poll_secs=0.5)
 
 
 def signal_done(config: RunConfig, target: str) -> None:

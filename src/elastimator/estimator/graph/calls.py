@@ -107,18 +107,22 @@ def input_fn_result(input_fn: Callable, mode: str, params: dict, config,
     return result
 
 
+def dataset_element(result) -> tuple[Any, tuple]:
+    """(what an input_fn's result yields, the hooks that start it): a `tf.data.Dataset` becomes its next element
+    in the current graph, with the hook that initializes its iterator; anything else is returned as it is."""
+    if not isinstance(result, tf.data.Dataset):
+        return result, ()
+    iterator = tf.compat.v1.data.make_initializable_iterator(result)
+    return iterator.get_next(), (DatasetInitializerHook(iterator),)
+
+
 def call_input_fn(input_fn: Callable, mode: str, params: dict, config) -> InputResult:
     """Calls `input_fn` in the current graph and turns its result into tensors.
 
     Accepts a `tf.data.Dataset` of `(features, labels)` or of features, or a
     `(features, labels)` tuple, or features alone.
     """
-    result = input_fn_result(input_fn, mode, params, config)
-    hooks: tuple = ()
-    if isinstance(result, tf.data.Dataset):
-        iterator = tf.compat.v1.data.make_initializable_iterator(result)
-        hooks = (DatasetInitializerHook(iterator),)
-        result = iterator.get_next()
+    result, hooks = dataset_element(input_fn_result(input_fn, mode, params, config))
     if isinstance(result, StepInput):
         return InputResult(features=result.features, labels=result.labels, hooks=hooks,
                            step_outputs=dict(result.step_outputs))

@@ -102,9 +102,9 @@ def metrics_with_loss(spec: EstimatorSpec) -> dict:
 
 def build_for(estimator, mode: str, input_fn: Callable) -> ModelGraph:
     """Builds an Estimator's model for `mode` over its `input_fn` (both get the params of that mode)."""
-    return build(model_fn=model_fn_of(estimator), params=estimator._params_for(mode),  # pylint: disable=protected-access
-                 config=estimator.config,
-                 mode=mode, input_fn=input_fn)
+    params = estimator._params_for(mode)  # pylint: disable=protected-access
+    return build(model_fn=model_fn_of(estimator), params=params, config=estimator.config, mode=mode,
+                 input_fn=input_fn)
 
 
 def model_fn_of(estimator) -> Callable:

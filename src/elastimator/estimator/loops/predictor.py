@@ -50,8 +50,9 @@ class Predictor:
                     f"serving_input_receiver_fn must return a ServingInputReceiver; got {type(receiver).__name__}. "
                     "Use e.g. elastimator.export.build_raw_serving_input_receiver_fn(...)."
                 )
-            built = model_graph.build(model_fn=model_graph.model_fn_of(estimator), params=estimator.params, config=config,
-                                      mode=ModeKeys.PREDICT, features=receiver.features, place_on_cluster=False)
+            built = model_graph.build(model_fn=model_graph.model_fn_of(estimator), params=estimator.params,
+                                      config=config, mode=ModeKeys.PREDICT, features=receiver.features,
+                                      place_on_cluster=False)
             self._inputs = dict(receiver.receiver_tensors)
             self._outputs = predict_loop.select(built.spec.predictions, predict_keys)
             scaffold = sessions.make_scaffold(built.spec, config)

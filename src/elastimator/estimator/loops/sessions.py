@@ -7,7 +7,7 @@ import time
 
 import tensorflow as tf
 
-from elastimator._network import reachable
+from elastimator._network import reachable_within
 from elastimator.errors import ClusterError
 from elastimator.estimator.saving import checkpoints
 
@@ -102,20 +102,20 @@ def wait_for_tasks(config, job: str, timeout_secs: float, log_every_secs: float 
         ClusterError: after `timeout_secs`, naming the tasks still unreachable.
     """
     addresses = config.cluster_spec.as_dict().get(job, [])
-    deadline = time.monotonic() + timeout_secs
+    named = lambda indices: ", ".join(f"/job:{job}/task:{i} ({addresses[i]})" for i in indices)  # noqa: E731
     next_log = time.monotonic() + log_every_secs
-    while True:
-        missing = [f"/job:{job}/task:{i} ({a})" for i, a in enumerate(addresses) if not reachable(a)]
-        if not missing:
-            return
-        now = time.monotonic()
-        if now >= deadline:
-            raise ClusterError(
-                f"{config.task_type} task {config.task_id} gave up after {timeout_secs:.0f}s waiting for "
-                f"{', '.join(missing)}. Start those tasks, or check the addresses in TF_CONFIG."
-            )
-        if now >= next_log:
-            logger.info("Waiting for %s to accept connections (%.0fs left).", ", ".join(missing), deadline - now)
-            next_log = now + log_every_secs
-        time.sleep(0.2)
+
+    def log_now_and_then(missing: list[int], left: float) -> None:
+        nonlocal next_log
+        if time.monotonic() >= next_log:
+            logger.info("Waiting for %s to accept connections (%.0fs left).", named(missing), left)
+            next_log = time.monotonic() + log_every_secs
+
+    up = reachable_within(addresses, timeout_secs, waiting=log_now_and_then)
+    missing = [i for i in range(len(addresses)) if i not in up]
+    if missing:
+        raise ClusterError(
+            f"{config.task_type} task {config.task_id} gave up after {timeout_secs:.0f}s waiting for "
+            f"{named(missing)}. Start those tasks, or check the addresses in TF_CONFIG."
+        )
 

@@ -150,6 +150,12 @@ def _candidates(model_dir: str) -> list[str]:
     return named + sorted(by_name.values(), key=_step_or_none, reverse=True)
 
 
+def _step_then_unnumbered(prefix: str) -> int:
+    """A sort key, oldest first: the step in the name, a prefix without one (what a state file may name) first."""
+    step = _step_or_none(prefix)
+    return -1 if step is None else step
+
+
 def _step_or_none(prefix: str) -> int | None:
     try:
         return step_of_path(prefix)
@@ -257,7 +263,7 @@ def all_checkpoints(model_dir: str) -> list[str]:
     """All checkpoint prefixes in model_dir (listed by its state file, or found on disk), oldest first."""
     if not tf.io.gfile.isdir(model_dir):
         return []
-    return sorted(_candidates(model_dir), key=lambda prefix: _step_or_none(prefix) or -1)
+    return sorted(_candidates(model_dir), key=_step_then_unnumbered)
 
 
 def global_step_of(checkpoint: str | None) -> int:
