@@ -3,7 +3,8 @@
 COUNT_DATA names a file of "id,label" lines; COUNT_RECORDS their number. With COUNT_EMBEDDING_ID_SCALE set, each
 step also trains the rows of its ids in an embedding variable (keyed by id * scale, two partitions), so a test can
 check that no id is lost. With COUNT_SYNC=1 the job trains synchronously (strategy 'multi_worker_mirrored'): the
-trainers' counts are all-reduced into every copy of the variable.
+trainers' counts are all-reduced into every copy of the variable; COUNT_REPLICAS=N then trains N replicas in each
+process (logical CPU devices), each on a batch of its own.
 """
 
 import os
@@ -58,3 +59,4 @@ class CountingConf:
         "batch_size": 10, "shard_size": 50, "epoch": 2,
     }
     strategy = "multi_worker_mirrored" if SYNC else "parameter_server"
+    replicas_per_worker = int(os.environ["COUNT_REPLICAS"]) if os.environ.get("COUNT_REPLICAS") else None

@@ -66,9 +66,10 @@ def _wait_for(predicate, timeout, what):
 
 
 def _launch_until_a_checkpoint(job, **spec_fields):
-    """Launches the synchronous counting job (a chief and 2 workers) and waits for its checkpoint of step
-    SAVE_STEPS; returns (launcher, console, thread, result)."""
-    spec = LaunchSpec(CONF, str(job), workers=2, synchronous=True, backoff_secs=0.5, network="host", **spec_fields)
+    """Launches the synchronous counting job (a chief and 2 workers, unless `spec_fields` say) and waits for its
+    checkpoint of step SAVE_STEPS; returns (launcher, console, thread, result)."""
+    spec = LaunchSpec(CONF, str(job), **{"workers": 2, "synchronous": True, "backoff_secs": 0.5, "network": "host",
+                                         **spec_fields})
     console = Console()
     launcher = Launcher(spec, out=console)
     thread, result = _run(launcher)
@@ -150,6 +151,31 @@ def test_a_frozen_worker_restarts_the_group_within_the_stall_bound_and_loses_no_
     replays = _replays(job)
     print(f"{replays} records replayed (bound {bound}); the stall was acted on after {detected_after:.1f} s")
     assert replays <= bound, output
+
+
+def test_two_replicas_per_process_read_through_the_shard_service_and_a_kill_loses_no_record(job, monkeypatch):
+    """The several-devices worker (a multi-GPU machine), over two logical CPU devices per process: a chief and a
+    worker of two replicas each, every replica training a batch of its own from its process's shards and each
+    batch reported; a worker killed mid-job restarts the group from the newest checkpoint."""
+    monkeypatch.setenv("COUNT_REPLICAS", "2")
+    launcher, console, thread, result = _launch_until_a_checkpoint(job, workers=1)
+    try:
+        os.kill(_pid(launcher, "worker-0"), signal.SIGKILL)
+    finally:
+        thread.join(timeout=400)
+    output = "".join(console[-80:])
+    assert not thread.is_alive() and result["code"] == 0, output
+    restarts = [e for e in launcher.events if e["event"] == "restart"]
+    assert [(e["task"], e["group"]) for e in restarts] == [("worker-0", True)], output
+    replicas = 2 * 2
+    # A step trains a batch on each replica; a failure replays the steps since the newest checkpoint and the one
+    # call per process its seal may not know of; the end of the job's filler, at most a shard per replica.
+    bound = (SAVE_STEPS + 1) * replicas * BATCH + replicas * SHARD
+    replays = _replays(job)
+    print(f"{replays} records replayed (bound {bound})")
+    assert replays <= bound, output
+    steps = _checkpoint_steps(job)[-1]
+    assert steps * replicas * BATCH >= EPOCHS * RECORDS, f"{steps} steps cannot have trained every record twice"
 
 
 def test_a_scale_from_two_to_three_trainers_goes_on_from_the_checkpoint_the_chief_saves(job):

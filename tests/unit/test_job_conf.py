@@ -4,6 +4,7 @@ import os
 import re
 
 import pytest
+import tensorflow as tf
 
 import elastimator as est
 from elastimator import Column, ConfError, FileReader
@@ -153,6 +154,23 @@ def test_a_mirrored_conf_trains_and_evaluates_with_a_mirrored_strategy_alone_and
     cluster = {"cluster": {"chief": ["localhost:2222"], "ps": ["localhost:2223"]}, "task": {"type": "chief", "index": 0}}
     with pytest.raises(ConfError, match="strategy 'mirrored' trains in one process.*one task of a cluster"):
         run_config(JobConf.from_object(_conf(strategy="mirrored")), tf_config=cluster)
+
+
+def test_replicas_per_worker_is_for_synchronous_strategies_and_a_started_runtime_with_fewer_devices_is_named():
+    from elastimator.job import devices  # pylint: disable=import-outside-toplevel
+
+    with pytest.raises(ConfError, match="'replicas_per_worker' is 2, and strategy 'parameter_server' trains one "
+                                        "replica per process"):
+        JobConf.from_object(_conf(replicas_per_worker=2))
+    with pytest.raises(ConfError, match="'replicas_per_worker' expected int >= 1 or None; got int 0"):
+        JobConf.from_object(_conf(strategy="multi_worker_mirrored", replicas_per_worker=0))
+    assert JobConf.from_object(_conf(strategy="mirrored", replicas_per_worker=2)).replicas_per_worker == 2
+    assert devices.local_devices(None) is None
+    tf.config.list_logical_devices()  # this process's runtime has started, with its one CPU
+    assert devices.local_devices(1) == ("CPU:0",)
+    with pytest.raises(ConfError, match="needs as many logical CPU devices, and TensorFlow's runtime already "
+                                        "started with 1.*at most 1"):
+        devices.local_devices(2)
 
 
 def test_a_synchronous_conf_refuses_parameter_servers_and_leaves_its_evaluator_on_one_device():

@@ -124,6 +124,9 @@ class JobConf:
     variables on parameter servers), "mirrored" (one process, a replica on every local GPU, or the CPU; the
     data sets' batch size is per replica) or "multi_worker_mirrored" (synchronous: the chief and every worker
     train a replica each and all-reduce their gradients; no parameter servers)."""
+    replicas_per_worker: int | None = None
+    """For "mirrored" and "multi_worker_mirrored": how many replicas each process trains (None: one per local GPU,
+    or one on the CPU; N: its first N GPUs, or N logical devices of its CPU where it has none; job/devices.py)."""
     name: str = "job"
     """The conf's name (set by load_conf)."""
     user_keys: tuple[str, ...] = ()
@@ -145,7 +148,7 @@ class JobConf:
                 raise ConfError(f"conf: {key!r} is required.")
         _check_classifier(raw["classifier_class"])
         for key in ("batch_size", "epoch", "max_steps", "save_steps", "save_secs", "eval_steps", "eval_every_steps",
-                    "summary_steps", "tf_random_seed"):
+                    "summary_steps", "tf_random_seed", "replicas_per_worker"):
             _check_int(key, raw.get(key), allow_none=True, minimum=0 if key == "tf_random_seed" else 1)
         for key in ("keep_checkpoint_max", "log_steps", "steps_per_execution", "eval_throttle_secs",
                     "eval_start_delay_secs"):
@@ -160,6 +163,10 @@ class JobConf:
                             "string, e.g. model_dir = \"model\", or pass --model-dir.")
         if raw.get("strategy", "parameter_server") not in STRATEGIES:
             raise ConfError(f"conf: 'strategy' expected one of {list(STRATEGIES)}; got {raw['strategy']!r}.")
+        if raw.get("replicas_per_worker") is not None and raw.get("strategy", "parameter_server") == "parameter_server":
+            raise ConfError(f"conf: 'replicas_per_worker' is {raw['replicas_per_worker']}, and strategy "
+                            "'parameter_server' trains one replica per process. Set strategy 'mirrored' or "
+                            "'multi_worker_mirrored', or leave 'replicas_per_worker' out.")
         if "params" in raw and not isinstance(raw["params"], Mapping):
             raise ConfError(f"conf: 'params' expected a dict; got {type(raw['params']).__name__}. Set it as a "
                             "dict of hyperparameters, e.g. params = {\"learning_rate\": 0.01}.")

@@ -25,7 +25,7 @@ from elastimator.elastic.sharded_input import ShardedInput
 from elastimator.elastic.shards import ShardingSpec
 from elastimator.errors import ConfError, ExportError
 from elastimator.estimator import CheckpointDir, Estimator, RunConfig, StepHook, TaskType
-from elastimator.job import data_quality
+from elastimator.job import data_quality, devices
 from elastimator.job.conf import ExporterConf, JobConf
 from elastimator.job.progress import ProgressHook, progress_file_hook
 from elastimator.train_eval import eval_rounds
@@ -84,7 +84,7 @@ def run_config(conf: JobConf, tf_config: Mapping | None = None) -> RunConfig:
         raise ConfError(f"conf {conf.name}: strategy 'mirrored' trains in one process, on its devices, but this "
                         "process is one task of a cluster (TF_CONFIG). Run it alone (`elastimator run`), or set "
                         "strategy 'multi_worker_mirrored' or 'parameter_server' for a cluster.")
-    strategy = tf.distribute.MirroredStrategy()  # every local GPU, or the CPU
+    strategy = devices.mirrored(devices.local_devices(conf.replicas_per_worker))
     return config.replace(train_distribute=strategy, eval_distribute=strategy)
 
 
@@ -104,7 +104,7 @@ def _multi_worker(conf: JobConf, config: RunConfig, tf_config: Mapping | None) -
     elif tf_config is not None:  # this cluster, not the environment's
         resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(
             config.cluster_spec, task_type=config.task_type, task_id=config.task_id, rpc_layer="grpc")
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(cluster_resolver=resolver)
+    strategy = devices.multi_worker_mirrored(resolver, devices.local_devices(conf.replicas_per_worker))
     return config.replace(train_distribute=strategy)
 
 

@@ -24,6 +24,7 @@ import tensorflow as tf
 from elastimator._network import reachable_within
 from elastimator.errors import ClusterError
 from elastimator.estimator import RunConfig, TaskType, is_collective
+from elastimator.estimator.contract.run_config import with_logical_devices
 
 logger = logging.getLogger("elastimator")
 CHIEF_TOKEN, WORKER_TOKEN = 0, 1
@@ -37,7 +38,7 @@ def server_config(config: RunConfig) -> tf.compat.v1.ConfigProto:
         inter_op_parallelism_threads=max(2, config.num_worker_replicas + 2), allow_soft_placement=True)
     if is_collective(config.train_distribute):
         proto = config.train_distribute.extended._update_config_proto(proto)  # pylint: disable=protected-access
-    return proto
+    return with_logical_devices(proto)
 
 
 def strategy_started_server(config: RunConfig) -> bool:

@@ -11,6 +11,7 @@ import dataclasses
 from typing import Any, Callable, Mapping
 
 import tensorflow as tf
+from tensorflow.python.eager import context  # pylint: disable=no-name-in-module
 
 from elastimator._validate import is_int
 from elastimator.errors import ConfigError
@@ -45,6 +46,21 @@ def default_session_config(cluster: ClusterInfo) -> tf.compat.v1.ConfigProto:
     if cluster.is_distributed and cluster.task_type in (TaskType.CHIEF, TaskType.MASTER, TaskType.WORKER):
         config.device_filters.extend(["/job:ps", f"/job:{cluster.task_type}/task:{cluster.task_id}"])
     return config
+
+
+def with_logical_devices(config: tf.compat.v1.ConfigProto) -> tf.compat.v1.ConfigProto:
+    """`config`, counting the devices of each kind that the process configured (tf.config's logical devices:
+    two CPU devices made of one) where it does not count them itself. A session made with a config of its own
+    sees one CPU otherwise, and a strategy's second replica lands on the first's device, where the replicas'
+    collectives wait for each other forever."""
+    configured = context.context().config.device_count
+    missing = {kind: count for kind, count in configured.items() if kind not in config.device_count and count > 1}
+    if not missing:
+        return config
+    counted = tf.compat.v1.ConfigProto()
+    counted.CopyFrom(config)
+    counted.device_count.update(missing)
+    return counted
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,8 +192,9 @@ class RunConfig:
     service = property(lambda self: self.cluster.service)
 
     def effective_session_config(self) -> tf.compat.v1.ConfigProto:
-        """The user's session config, or the default for this role."""
-        return self.session_config if self.session_config is not None else default_session_config(self.cluster)
+        """The user's session config, or the default for this role, with the process's logical devices."""
+        config = self.session_config if self.session_config is not None else default_session_config(self.cluster)
+        return with_logical_devices(config)
 
     def effective_device_fn(self) -> Callable[[Any], str] | None:
         """The user's device_fn, or a replica device setter when there are ps tasks."""

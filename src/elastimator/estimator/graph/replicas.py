@@ -38,7 +38,7 @@ import tensorflow as tf
 from tensorflow.python.distribute import cross_device_ops as cross_device_ops_lib  # pylint: disable=no-name-in-module
 from tensorflow.python.distribute import mirrored_strategy  # pylint: disable=no-name-in-module
 
-from elastimator.errors import ConfigError, InputFnError, ModelFnError
+from elastimator.errors import InputFnError, ModelFnError
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.run_config import RunConfig
 from elastimator.estimator.contract.spec import EstimatorSpec
@@ -178,12 +178,10 @@ def _dataset(input_fn: Callable, mode: str, params: dict, config: RunConfig, con
 
 
 def _local(name: str, value: Any, strategy: Any) -> tf.Tensor:
-    """A step output of this process's one replica (the shard tag of the batch it trains)."""
+    """A step output of this process's replicas: one replica's value, or several replicas' rows one after
+    another (each replica trains a batch of its own, and the shard service's tag of each is a row its report
+    hook reads)."""
     values = strategy.experimental_local_results(value)
-    if len(values) != 1:
-        raise ConfigError(
-            f"the input declares the step output {name!r} (the shard service's batch tag), which a hook reports "
-            f"per batch, and this process trains {len(values)} replicas of {type(strategy).__name__}; with the "
-            "shard service each process trains one replica. Give each worker one device (CUDA_VISIBLE_DEVICES), "
-            "or read the data without the shard service.")
-    return values[0]
+    if len(values) == 1:
+        return values[0]
+    return tf.concat(values, axis=0, name=f"local_replicas/{name}")
