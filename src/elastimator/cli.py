@@ -259,7 +259,7 @@ def _shard_service(args) -> int:
     import signal
     import threading
 
-    from elastimator.elastic.feed import ServiceConfig, report_port_from
+    from elastimator.elastic.service_config import ServiceConfig, report_port_from
     from elastimator.elastic.service import serve
 
     server = serve(args.model_dir, ServiceConfig.token_from_env(), args.host, args.port, args.worker_timeout_secs,
@@ -466,7 +466,8 @@ COMMANDS = {"run": _run, "export": _export, "predict": _predict, "inspect": _ins
             "check": _check}
 
 
-_WITHOUT_TENSORFLOW = {"scale", "k8s", "check"}
+_WITHOUT_TENSORFLOW = {"scale", "k8s", "check", "shard-service"}
+"""Commands that never load TensorFlow (the shard service holds a book of integers: elastic/model_dir_files.py)."""
 
 
 def main(argv=None) -> int:

@@ -221,6 +221,46 @@ def test_standalone_shard_service_feeds_a_local_job(tmp_path, monkeypatch, steps
         assert service.wait(timeout=30) == 0
 
 
+def test_the_standalone_service_runs_without_tensorflow_and_resumes_the_checkpoint_the_state_file_names(tmp_path):
+    """`elastimator shard-service` holds a book of integers: no TensorFlow in the process (a few tens of MB, where
+    TensorFlow made it ~580 MB), and it resumes from the seal of the checkpoint the job resumes from."""
+    import subprocess
+    import sys
+
+    writer = ShardServer(ShardService(TOKEN, SealStore(str(tmp_path)))).start()
+    try:
+        client = ShardClient(writer.address, TOKEN, worker="w0")
+        client.add_dataset(ShardingSpec(name="train", size=100, shard_size=10))
+        for step in (40, 80):
+            shard = client.request("train")
+            client.report("train", shard.shard_id, 10, offset=shard.start)
+            client.commit(client.seal(), checkpoint_step=step)
+            (tmp_path / f"model.ckpt-{step}.index").write_bytes(b"")
+    finally:
+        writer.stop()
+    # Rolled back to 40 (tf.estimator's state file decides which checkpoint is restored).
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-40"\n'
+                                         'all_model_checkpoint_paths: "model.ckpt-40"\n')
+    cli = os.path.join(os.path.dirname(sys.executable), "elastimator")
+    service = subprocess.Popen([cli, "shard-service", "--model-dir", str(tmp_path)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=dict(os.environ, ELASTIMATOR_JOB_TOKEN=TOKEN))
+    try:
+        address = service.stdout.readline().strip()
+        assert address.startswith("127.0.0.1:"), service.stderr.read()
+        status = ShardClient(address, TOKEN, worker="observer").status("train")
+        assert status["trained_records"] == 10  # seal 40's book, not 80's
+        with open(f"/proc/{service.pid}/maps") as maps:
+            loaded = maps.read()
+        assert "tensorflow" not in loaded, [line for line in loaded.splitlines() if "tensorflow" in line][:3]
+        with open(f"/proc/{service.pid}/status") as proc_status:
+            rss_mb = next(int(line.split()[1]) for line in proc_status if line.startswith("VmRSS")) / 1024
+        print(f"standalone shard service: {rss_mb:.0f} MB resident")
+        assert rss_mb < 100
+    finally:
+        service.terminate()
+        assert service.wait(timeout=30) == 0
+
+
 def test_max_bad_records_is_a_job_wide_count_of_distinct_records(server):
     """Two workers each meet 3 of 4 malformed lines (one line in both: a replayed batch); the limit is 3."""
     from elastimator.data.parsing import BadRecordTally

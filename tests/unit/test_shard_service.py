@@ -5,7 +5,8 @@ import os
 import pytest
 
 from elastimator.elastic.client import ShardClient
-from elastimator.elastic.feed import ShardFeed, ShardReportHook, report_port_from
+from elastimator.elastic.feed import ShardFeed, ShardReportHook
+from elastimator.elastic.service_config import report_port_from
 from elastimator.elastic.report_ring import ReportRing, RingReader
 from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.service import METHODS, ShardService

@@ -4,7 +4,7 @@
 checkpoint <step> was written. Files are written to a temporary name and
 renamed, so a reader sees a whole seal or none. A seal that cannot be read is
 an error naming the file: the service refuses to start rather than silently
-beginning again at epoch 0.
+beginning again at epoch 0. No TensorFlow: the files go through elastic/model_dir_files.py.
 """
 
 from __future__ import annotations
@@ -13,8 +13,7 @@ import json
 import os
 import re
 
-import tensorflow as tf
-
+from elastimator.elastic import model_dir_files as files
 from elastimator.elastic.shards import ShardServiceError
 
 _NAME = re.compile(r"^seal-(\d+)\.json$")
@@ -42,29 +41,26 @@ class SealStore:
         self._write(self.pending_path(step), step, state)
 
     def _write(self, path: str, step: int, state: dict) -> None:
-        tf.io.gfile.makedirs(self.directory)
-        with tf.io.gfile.GFile(path + ".tmp", "w") as f:
-            f.write(json.dumps({"checkpoint_step": step, "state": state}))
-        tf.io.gfile.rename(path + ".tmp", path, overwrite=True)
+        files.write_text_atomically(path, json.dumps({"checkpoint_step": step, "state": state}))
 
     def any_for(self, step: int) -> bool:
         """Whether any seal exists (elastic sharding was in use), or a pending one for `step`."""
-        return bool(self.steps()) or tf.io.gfile.exists(self.pending_path(step))
+        return bool(self.steps()) or files.exists(self.pending_path(step))
 
     def steps(self) -> list[int]:
-        if not tf.io.gfile.isdir(self.directory):
+        if not files.isdir(self.directory):
             return []
-        return sorted(int(m.group(1)) for f in tf.io.gfile.listdir(self.directory) if (m := _NAME.match(f)))
+        return sorted(int(m.group(1)) for f in files.listdir(self.directory) if (m := _NAME.match(f)))
 
     def write(self, step: int, state: dict) -> str:
         """Persists the seal of checkpoint `step` atomically; keeps the newest `keep`."""
         path = self.path(step)
         self._write(path, step, state)
-        if tf.io.gfile.exists(self.pending_path(step)):
-            tf.io.gfile.remove(self.pending_path(step))
+        if files.exists(self.pending_path(step)):
+            files.remove(self.pending_path(step))
         if self.keep:
             for old in self.steps()[:-self.keep]:
-                tf.io.gfile.remove(self.path(old))
+                files.remove(self.path(old))
         return path
 
     def read(self, step: int) -> dict:
@@ -74,14 +70,13 @@ class SealStore:
             ShardServiceError: when the file is missing or corrupted (named in the message).
         """
         path = self.path(step)
-        if not tf.io.gfile.exists(path) and tf.io.gfile.exists(self.pending_path(step)):
+        if not files.exists(path) and files.exists(self.pending_path(step)):
             path = self.pending_path(step)  # the checkpoint was saved; its seal was not committed yet
-        if not tf.io.gfile.exists(path):
+        if not files.exists(path):
             raise ShardServiceError(
                 f"no seal for checkpoint step {step} ({path} is missing); seals exist for steps {self.steps()}.")
         try:
-            with tf.io.gfile.GFile(path) as f:
-                content = json.loads(f.read())
+            content = json.loads(files.read_text(path))
             if content.get("checkpoint_step") != step or not isinstance(content.get("state"), dict):
                 raise ValueError("it does not hold a seal of this step")
             return content["state"]

@@ -46,6 +46,7 @@ from typing import Callable
 import grpc
 
 from elastimator._validate import is_int
+from elastimator.elastic import model_dir_files
 from elastimator.elastic.report_line import ReportLineServer
 from elastimator.elastic.report_ring import RingReader
 from elastimator.elastic.seal_store import SealStore
@@ -60,7 +61,6 @@ from elastimator.elastic.shards import (
     ShardServiceError,
     TOKEN_REFUSED,
 )
-from elastimator.estimator import CheckpointDir
 
 logger = logging.getLogger("elastimator")
 SERVICE = "elastimator.ShardService"
@@ -527,5 +527,5 @@ def serve(model_dir: str, token: str, host: str = "127.0.0.1", port: int = 0, wo
           keep_seals: int | None = 10, report_port: int | None = 0) -> ShardServer:
     """Starts a job's shard service, resumed from the seal of model_dir's newest checkpoint (if any)."""
     service = ShardService(token, SealStore(model_dir, keep=keep_seals), worker_timeout_secs=worker_timeout_secs)
-    service.resume(CheckpointDir(model_dir).newest_saved_step())
+    service.resume(model_dir_files.newest_saved_step(model_dir))
     return ShardServer(service, host=host, port=port, report_port=report_port).start()

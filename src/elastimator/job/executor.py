@@ -19,7 +19,8 @@ import tensorflow as tf
 from elastimator.cluster.plan import EVALUATOR_ENV
 from elastimator.data.dataset import DataSetInput, serving_input_receiver_fn
 from elastimator.elastic.client import ShardClient
-from elastimator.elastic.feed import ServiceConfig, ShardFeed, ShardReportHook, ShardRestoreHook, ShardSealListener
+from elastimator.elastic.feed import ShardFeed, ShardReportHook, ShardRestoreHook, ShardSealListener
+from elastimator.elastic.service_config import ServiceConfig
 from elastimator.elastic.service import ShardServer, serve
 from elastimator.elastic.sharded_input import ShardedInput
 from elastimator.elastic.shards import ShardingSpec
