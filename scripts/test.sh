@@ -2,7 +2,8 @@
 # Installs everything, then runs the whole test suite (slow multi-process tests included) on TensorFlow 2.21,
 # and the smoke subset on the built wheel with TensorFlow 2.16 (scripts/smoke_tf.sh), whose environment is
 # downloaded and installed while the suite runs.
-# Extra arguments go to pytest and skip the smoke run, e.g. `scripts/test.sh -m "not slow"`;
+# The test files run in TEST_WORKERS (2) processes, a file's tests in one of them (pytest-xdist; TEST_WORKERS=0
+# runs them in this one). Extra arguments go to pytest and skip the smoke run, e.g. `scripts/test.sh -m "not slow"`;
 # SMOKE_TF=2.18 smokes another version, SMOKE_TF= none.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +22,7 @@ if [ $# -eq 0 ] && [ -n "$SMOKE_TF" ]; then
 fi
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 status=0
-.venv/bin/python -m pytest "$@" || status=$?
+.venv/bin/python -m pytest -n "${TEST_WORKERS:-2}" --dist loadfile "$@" || status=$?
 if [ -n "${prepare:-}" ]; then
   if ! wait "$prepare"; then
     echo "Preparing the TensorFlow $SMOKE_TF smoke environment failed:" >&2
