@@ -49,7 +49,7 @@ import tensorflow as tf  # noqa: E402
 
 import deepfm  # noqa: E402
 import generate_data  # noqa: E402
-from report import add_timed_run_arguments, median_interval, write_results  # noqa: E402
+from report import add_timed_run_arguments, median_interval, worktree, write_results  # noqa: E402
 from timing import RoundRobin  # noqa: E402
 
 # elastimator itself is imported in each trainer's process, once it knows which version it trains with.
@@ -205,24 +205,6 @@ def race(path: str, args, seed: int, contenders: tuple[str, ...], src: str | Non
     with tempfile.TemporaryDirectory() as tmp:
         robin.run(train, path, args, steps, epochs, tmp, src)
     return robin
-
-
-@contextlib.contextmanager
-def worktree(rev: str | None):
-    """The `src` folder of a temporary git worktree of `rev` (None without one)."""
-    if rev is None:
-        yield None
-        return
-    repo = os.path.dirname(HERE)
-    with tempfile.TemporaryDirectory() as tmp:
-        tree = os.path.join(tmp, "tree")
-        subprocess.run(["git", "-C", repo, "worktree", "add", "--detach", tree, rev], check=True,
-                       capture_output=True)
-        try:
-            yield os.path.join(tree, "src")
-        finally:
-            subprocess.run(["git", "-C", repo, "worktree", "remove", "--force", tree], check=False,
-                           capture_output=True)
 
 
 def add_against_argument(parser: argparse.ArgumentParser, measure: str) -> None:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
 import statistics
+import subprocess
+import tempfile
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 """Where results are committed: bench/results/."""
@@ -44,3 +47,22 @@ def write_results(out: str, name: str, result: dict, markdown: str) -> None:
     with open(os.path.join(out, f"{name}.md"), "w") as f:
         f.write(markdown)
     print(json.dumps(result, indent=2))
+
+
+@contextlib.contextmanager
+def worktree(rev: str | None):
+    """The `src` folder of a temporary git worktree of `rev` (None without one): another version's code, for a
+    benchmark's side-by-side run."""
+    if rev is None:
+        yield None
+        return
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = os.path.join(tmp, "tree")
+        subprocess.run(["git", "-C", repo, "worktree", "add", "--detach", tree, rev], check=True,
+                       capture_output=True)
+        try:
+            yield os.path.join(tree, "src")
+        finally:
+            subprocess.run(["git", "-C", repo, "worktree", "remove", "--force", tree], check=False,
+                           capture_output=True)

@@ -186,6 +186,22 @@ def test_64_concurrent_clients_lose_nothing(monkeypatch):
     assert len(latencies) >= 20_000  # every shard requested and reported once, plus the final requests
 
 
+@pytest.mark.slow
+def test_hundreds_of_workers_stepping_with_seals_and_a_kill_leave_the_book_exact(monkeypatch):
+    """240 simulated workers (bench/shard_service_scale.py's, over the real report line) at 10 steps/s against the
+    standalone service, the chief sealing every second, a quarter of them killed half way: the data set finishes
+    with every record counted once, the killed workers' shards trained by the others."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
+    from shard_service_scale import run  # the benchmark's own driver
+
+    result = run(workers=240, processes=4, step_rate=10, batch=16, shard_steps=10, seconds=6, seal_every=1,
+                 kill_share=0.25, worker_timeout_secs=3, pin=False)
+    assert result["killed_workers"] == 60
+    assert result["book"] == {**result["book"], "finished": True, "trained_records": result["records"],
+                              "exact": True}, result
+    assert result["seal_commit_ms"]["count"] >= 3  # the chief sealed while the workers stepped
+
+
 @pytest.mark.parametrize("steps_per_execution", [1, 5])
 def test_standalone_shard_service_feeds_a_local_job(tmp_path, monkeypatch, steps_per_execution):
     import subprocess

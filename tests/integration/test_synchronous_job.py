@@ -103,25 +103,39 @@ def test_a_synchronous_conf_runs_alone_under_elastimator_run(job):
     assert _replays(job) == 0
 
 
-def test_a_killed_worker_restarts_the_group_from_the_newest_checkpoint_and_loses_no_record(job):
-    launcher, console, thread, result = _launch_until_a_checkpoint(job)
+def _kill_until_the_end(launched, task: str) -> str:
+    """SIGKILLs `task` of a launched job and waits for its end: 0, after one restart of the group for `task`.
+    Returns the console's last lines."""
+    launcher, console, thread, result = launched
     try:
-        os.kill(_pid(launcher, "worker-1"), signal.SIGKILL)
+        os.kill(_pid(launcher, task), signal.SIGKILL)
     finally:
         thread.join(timeout=400)
     output = "".join(console[-80:])
     assert not thread.is_alive() and result["code"] == 0, output
     restarts = [e for e in launcher.events if e["event"] == "restart"]
-    assert [(e["task"], e["group"]) for e in restarts] == [("worker-1", True)], output
+    assert [(e["task"], e["group"]) for e in restarts] == [(task, True)], output
+    return output
+
+
+def _replays_within_the_bound(job, replicas: int, output: str, detail: str = "") -> None:
+    """No record lost, and what was trained again within the bound: the steps since the newest checkpoint and
+    the one call per process its seal may not know of (a batch per replica each), and the end of the job's
+    filler (at most a shard per replica)."""
+    bound = (SAVE_STEPS + 1) * replicas * BATCH + replicas * SHARD
+    replays = _replays(job)
+    print(f"{replays} records replayed (bound {bound}){detail}")
+    assert replays <= bound, output
+
+
+def test_a_killed_worker_restarts_the_group_from_the_newest_checkpoint_and_loses_no_record(job):
+    launched = _launch_until_a_checkpoint(job)
+    output = _kill_until_the_end(launched, "worker-1")
     # Every trainer started twice: the group, and the group again.
-    starts = [e["task"] for e in launcher.events if e["event"] == "start"]
+    starts = [e["task"] for e in launched[0].events if e["event"] == "start"]
     assert sorted(starts) == ["chief-0"] * 2 + ["worker-0"] * 2 + ["worker-1"] * 2, output
     assert "a synchronous step needs every worker, so the chief and workers start again" in output
-    trainers = 3
-    bound = (SAVE_STEPS + 1) * trainers * BATCH + trainers * SHARD
-    replays = _replays(job)
-    print(f"{replays} records replayed (bound {bound})")
-    assert replays <= bound, output
+    _replays_within_the_bound(job, 3, output)
 
 
 def test_a_frozen_worker_restarts_the_group_within_the_stall_bound_and_loses_no_record(job):
@@ -146,11 +160,7 @@ def test_a_frozen_worker_restarts_the_group_within_the_stall_bound_and_loses_no_
     # turn, whatever the machine's load.
     assert detected_after < stall_secs + 5 + 30, detected_after
     assert "made no training step for" in output
-    trainers = 3
-    bound = (SAVE_STEPS + 1) * trainers * BATCH + trainers * SHARD
-    replays = _replays(job)
-    print(f"{replays} records replayed (bound {bound}); the stall was acted on after {detected_after:.1f} s")
-    assert replays <= bound, output
+    _replays_within_the_bound(job, 3, output, f"; the stall was acted on after {detected_after:.1f} s")
 
 
 def test_two_replicas_per_process_read_through_the_shard_service_and_a_kill_loses_no_record(job, monkeypatch):
@@ -158,22 +168,9 @@ def test_two_replicas_per_process_read_through_the_shard_service_and_a_kill_lose
     worker of two replicas each, every replica training a batch of its own from its process's shards and each
     batch reported; a worker killed mid-job restarts the group from the newest checkpoint."""
     monkeypatch.setenv("COUNT_REPLICAS", "2")
-    launcher, console, thread, result = _launch_until_a_checkpoint(job, workers=1)
-    try:
-        os.kill(_pid(launcher, "worker-0"), signal.SIGKILL)
-    finally:
-        thread.join(timeout=400)
-    output = "".join(console[-80:])
-    assert not thread.is_alive() and result["code"] == 0, output
-    restarts = [e for e in launcher.events if e["event"] == "restart"]
-    assert [(e["task"], e["group"]) for e in restarts] == [("worker-0", True)], output
+    output = _kill_until_the_end(_launch_until_a_checkpoint(job, workers=1), "worker-0")
     replicas = 2 * 2
-    # A step trains a batch on each replica; a failure replays the steps since the newest checkpoint and the one
-    # call per process its seal may not know of; the end of the job's filler, at most a shard per replica.
-    bound = (SAVE_STEPS + 1) * replicas * BATCH + replicas * SHARD
-    replays = _replays(job)
-    print(f"{replays} records replayed (bound {bound})")
-    assert replays <= bound, output
+    _replays_within_the_bound(job, replicas, output)
     steps = _checkpoint_steps(job)[-1]
     assert steps * replicas * BATCH >= EPOCHS * RECORDS, f"{steps} steps cannot have trained every record twice"
 

@@ -1,0 +1,347 @@
+"""The shard service at the size of a large job: N simulated workers stepping at a given rate, a chief sealing.
+
+Run:  python bench/shard_service_scale.py [--workers 1000] [--step-rate 10] [--seal-every 5] [--kill-share 0.25]
+
+The service is the real standalone one (`elastimator shard-service`: gRPC, the report line, the book, seals
+on disk), pinned to one core. The workers are lean: a few load processes on the other core, each an event
+loop over raw report-line connections that speak the line's frames (a packed report per step, a JSON shard
+request when a shard ends), so the service's cost is its own and the clients' Python does not share its
+core. A worker reports a `--batch`-record batch every 1/`--step-rate` s and asks for a shard of
+`--shard-steps` batches when its shard ends; a report refused because a seal is pending is sent again 10 ms
+later, as `ShardClient` does. The chief (this process) seals and commits over gRPC every `--seal-every` s. Half
+way, one load process (`--kill-share` of the workers) is killed: its shards go back when the service has not
+heard from its workers for `--worker-timeout-secs`, and the others train them.
+
+Reported: steps/s reached against the target (counted by the book from a quarter of the way until the kill), the service's CPU per report (its /proc utime + stime over the
+run, over the reports it counted), report and request round trips (p50, p99, max) as the workers saw them,
+seal + commit time, and that the book is exact: the data set finished with every record counted once
+(trained records == records, done shards == shards). Output: results/shard_service_scale.{json,md}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import os
+import platform
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from elastimator.elastic.client import ShardClient
+from elastimator.elastic.report_line import PACKED_REPLY, PACKED_REPORT
+from elastimator.elastic.shards import ShardingSpec
+from report import RESULTS, worktree, write_results
+
+TOKEN = "scale-bench-token"
+DATASET = "scale"
+_LENGTH = struct.Struct(">I")
+
+
+def percentiles(values: list[float]) -> dict:
+    """p50, p99 and max of `values` (seconds) in milliseconds."""
+    if not values:
+        return {"p50": None, "p99": None, "max": None, "count": 0}
+    values = sorted(values)
+    pick = lambda q: round(values[min(len(values) - 1, int(q * len(values)))] * 1000, 2)  # noqa: E731
+    return {"p50": pick(0.50), "p99": pick(0.99), "max": round(values[-1] * 1000, 2), "count": len(values)}
+
+
+# ---------------------------------------------------------------- a load process: many workers, one event loop
+
+class _Worker:
+    """One simulated worker: its report line, its shard, what it waits for."""
+
+    def __init__(self, index: int, name: str, sock: socket.socket):
+        self.index = index
+        self.name = name
+        self.sock = sock
+        self.buffer = b""
+        self.shard: dict | None = None
+        self.next_record = 0
+        self.waiting: tuple[str, float] | None = None
+        """The call in flight (kind, sent at)."""
+        self.done = False
+        self.request_number = 0
+
+
+def _frame(body: bytes) -> bytes:
+    return _LENGTH.pack(len(body)) + body
+
+
+def _connect(host: str, port: int, name: str) -> socket.socket:
+    sock = socket.create_connection((host, port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.sendall(_frame(json.dumps({"token": TOKEN, "worker": name}).encode()))
+    head = _recv_exactly(sock, _LENGTH.size)
+    hello = json.loads(_recv_exactly(sock, _LENGTH.unpack(head)[0]))
+    if "report" not in hello.get("packed", ()):
+        raise RuntimeError(f"the service's report line does not take packed reports: {hello}")
+    sock.setblocking(False)
+    return sock
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the service closed the line")
+        data += chunk
+    return data
+
+
+def run_load_process(host: str, port: int, first: int, count: int, step_rate: float, batch: int, out: str,
+                     seconds_limit: float) -> None:
+    """Runs workers first..first+count-1 until the data set is finished; writes what they measured to `out`."""
+    selector = selectors.DefaultSelector()
+    workers = []
+    for index in range(first, first + count):
+        worker = _Worker(len(workers), f"w{index}", _connect(host, port, f"w{index}"))
+        selector.register(worker.sock, selectors.EVENT_READ, worker)
+        workers.append(worker)
+    name = DATASET.encode()
+    period = 1.0 / step_rate
+    reports, requests, resent, steps = [], [], 0, 0
+    started = time.monotonic()
+    due: list[tuple[float, int]] = []  # (when, worker index): its next call
+    for i, worker in enumerate(workers):
+        heapq.heappush(due, (started + period * i / len(workers), i))  # spread over one step's period
+
+    def send_request(worker):
+        worker.request_number += 1
+        body = json.dumps({"method": "request", "dataset": DATASET, "worker": worker.name,
+                           "request_id": f"{worker.name}-{worker.request_number}"}).encode()
+        worker.sock.sendall(_frame(body))
+        worker.waiting = ("request", time.monotonic())
+
+    def send_report(worker):
+        shard = worker.shard
+        records = min(batch, shard["end"] - worker.next_record)
+        body = PACKED_REPORT.pack(b"R", shard["shard_id"], records, shard["lease"], worker.next_record) + name
+        worker.sock.sendall(_frame(body))
+        worker.waiting = ("report", time.monotonic(), records)
+
+    while not all(w.done for w in workers):
+        now = time.monotonic()
+        if now - started > seconds_limit:
+            raise TimeoutError(f"workers {first}..{first + count - 1} did not finish within {seconds_limit:.0f} s")
+        while due and due[0][0] <= now:
+            _, i = heapq.heappop(due)
+            worker = workers[i]
+            if worker.done or worker.waiting is not None:
+                continue
+            if worker.shard is None:
+                send_request(worker)
+            else:
+                send_report(worker)
+        timeout = max(0.0, due[0][0] - time.monotonic()) if due else 0.05
+        for key, _ in selector.select(min(timeout, 0.05)):
+            worker = key.data
+            chunk = worker.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError(f"the service closed {worker.name}'s line")
+            worker.buffer += chunk
+            while len(worker.buffer) >= _LENGTH.size:
+                (length,) = _LENGTH.unpack_from(worker.buffer)
+                if len(worker.buffer) < _LENGTH.size + length:
+                    break
+                body = worker.buffer[_LENGTH.size:_LENGTH.size + length]
+                worker.buffer = worker.buffer[_LENGTH.size + length:]
+                kind, sent_at = worker.waiting[0], worker.waiting[1]
+                now = time.monotonic()
+                if kind == "report":
+                    if body[:1] != b"A":
+                        raise RuntimeError(f"{worker.name}: a report refused: {body[:300]!r}")
+                    _, sealing, _floor = PACKED_REPLY.unpack(body)
+                    worker.waiting = None
+                    if sealing:  # a seal is pending: the same report again shortly
+                        resent += 1
+                        heapq.heappush(due, (now + 0.01, worker.index))
+                        continue
+                    reports.append(now - sent_at)
+                    steps += 1
+                    worker.next_record += min(batch, worker.shard["end"] - worker.next_record)
+                    if worker.next_record >= worker.shard["end"]:
+                        worker.shard = None
+                    heapq.heappush(due, (sent_at + period, worker.index))
+                else:
+                    reply = json.loads(body)
+                    worker.waiting = None
+                    decision = reply.get("decision")
+                    if decision == "assigned":
+                        requests.append(now - sent_at)
+                        worker.shard, worker.next_record = reply, reply["start"]
+                        heapq.heappush(due, (now, worker.index))
+                    elif decision in ("finished", "drained"):
+                        worker.done = True
+                    elif decision == "wait":  # every shard is out: ask again, as ShardFeed does
+                        heapq.heappush(due, (now + 0.2, worker.index))
+                    else:
+                        raise RuntimeError(f"{worker.name}: unexpected reply to a request: {reply}")
+    with open(out, "w") as f:
+        json.dump({"reports": reports, "requests": requests, "resent": resent, "steps": steps,
+                   "seconds": time.monotonic() - started}, f)
+
+
+# ---------------------------------------------------------------- the driver: service, load processes, chief
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _pin(pid: int, cpus: set[int]) -> None:
+    available = os.sched_getaffinity(0)
+    if cpus <= available and len(available) > 1:
+        os.sched_setaffinity(pid, cpus)
+
+
+def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps: int, seconds: float,
+        seal_every: float, kill_share: float, worker_timeout_secs: float, pin: bool = True,
+        service_src: str | None = None) -> dict:
+    """One run (see the module doc); `pin` puts the service on a core of its own and this process and the load on
+    the others (a test sharing the machine leaves it off); `service_src` runs the service from another source tree
+    (a worktree of another revision)."""
+    records = int(workers * step_rate * batch * seconds)
+    shard_size = batch * shard_steps
+    model_dir = tempfile.mkdtemp(prefix="shard-scale-")
+    env = dict(os.environ, ELASTIMATOR_JOB_TOKEN=TOKEN)
+    if service_src:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [service_src, env.get("PYTHONPATH")]))
+    log = open(os.path.join(model_dir, "service.log"), "w")
+    service = subprocess.Popen([sys.executable, "-m", "elastimator.cli", "shard-service", "--model-dir", model_dir,
+                                "--worker-timeout-secs", str(worker_timeout_secs)],
+                               stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+    loads: list[subprocess.Popen] = []
+    try:
+        address = service.stdout.readline().strip()
+        if pin:
+            cpus = sorted(os.sched_getaffinity(0))
+            _pin(service.pid, {cpus[0]})  # the service on a core of its own; everything else on the others
+            _pin(0, set(cpus[1:]) or {cpus[0]})
+        chief = ShardClient(address, TOKEN, worker="chief")
+        chief.add_dataset(ShardingSpec(name=DATASET, size=records, shard_size=shard_size))
+        chief.open()  # a fresh book: the chief's "model restored" (nothing to restore) opens the hand-out
+        line_port = chief.call("report_line")["port"]
+        host = address.rpartition(":")[0]
+        per_process = [workers // processes + (1 if i < workers % processes else 0) for i in range(processes)]
+        outs = [os.path.join(model_dir, f"load-{i}.json") for i in range(processes)]
+        cpu_before = _cpu_seconds(service.pid)
+        started = time.monotonic()
+        first = 0
+        for i, count in enumerate(per_process):
+            loads.append(subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "--load-process", host, str(line_port), str(first),
+                 str(count), str(step_rate), str(batch), outs[i], str(seconds * 10)]))
+            first += count
+        killed = round(kill_share * processes) if kill_share else 0
+        seals, kill_at, checkpoint, steady, quarter = [], started + seconds / 2, 0, None, None
+        while any(p.poll() is None for p in loads[killed:]):
+            time.sleep(min(seal_every, 0.5))
+            now = time.monotonic()
+            if quarter is None and now >= started + seconds / 4:
+                quarter = (time.monotonic(), chief.status(DATASET)["trained_records"])
+            if steady is None and now >= kill_at:
+                # Steps/s reached: what the book counted from a quarter of the way to the kill (every worker
+                # started and stepping).
+                steady = ((chief.status(DATASET)["trained_records"] - quarter[1]) / batch
+                          / (time.monotonic() - quarter[0]))
+                for p in loads[:killed]:
+                    p.send_signal(signal.SIGKILL)
+            if now - started >= (len(seals) + 1) * seal_every:
+                checkpoint += 1
+                begun = time.perf_counter()
+                chief.commit(chief.seal(checkpoint_step=checkpoint), checkpoint)
+                seals.append(time.perf_counter() - begun)
+        elapsed = time.monotonic() - started
+        cpu = _cpu_seconds(service.pid) - cpu_before
+        failed = [i for i, p in enumerate(loads) if i >= killed and p.returncode != 0]
+        if failed:
+            raise RuntimeError(f"load process(es) {failed} failed")
+        status = chief.status(DATASET)
+    finally:
+        for p in loads:
+            if p.poll() is None:
+                p.kill()
+        service.terminate()
+        service.wait(timeout=30)
+    measured = [json.load(open(out)) for out in outs[killed:]]
+    reports = [x for m in measured for x in m["reports"]]
+    requests = [x for m in measured for x in m["requests"]]
+    counted_reports = -(-status["trained_records"] // batch)
+    shards = -(-records // shard_size)
+    # Exact: finished, and every record counted once (a shard handed back is done in pieces: done_shards grows).
+    exact = bool(status["finished"]) and status["trained_records"] == records
+    return {
+        "workers": workers, "load_processes": processes, "step_rate": step_rate, "batch": batch,
+        "shard_steps": shard_steps, "records": records, "shards": shards, "killed_workers": sum(per_process[:killed]),
+        "seconds": round(elapsed, 1),
+        "target_steps_per_sec": workers * step_rate,
+        "steps_per_sec": round(steady if steady is not None else counted_reports / elapsed),
+        "service_cpu_cores": round(cpu / elapsed, 3),
+        "service_cpu_us_per_report": round(cpu / max(1, counted_reports) * 1e6, 1),
+        "report_ms": percentiles(reports), "request_ms": percentiles(requests), "seal_commit_ms": percentiles(seals),
+        "reports_resent_for_a_seal": sum(m["resent"] for m in measured),
+        "book": {"finished": status["finished"], "trained_records": status["trained_records"],
+                 "done_shards": status["done_shards"], "exact": exact},
+    }
+
+
+def main(argv=None) -> dict:
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--load-process":
+        host, port, first, count, rate, batch, out, limit = sys.argv[2:10]
+        run_load_process(host, int(port), int(first), int(count), float(rate), int(batch), out, float(limit))
+        return {}
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1000])
+    parser.add_argument("--processes", type=int, default=4, help="load processes (the workers split among them)")
+    parser.add_argument("--step-rate", type=float, default=10.0)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--shard-steps", type=int, default=50)
+    parser.add_argument("--seconds", type=float, default=60.0, help="the data set's size, in seconds at the target")
+    parser.add_argument("--seal-every", type=float, default=5.0)
+    parser.add_argument("--kill-share", type=float, default=0.25, help="share of the load processes killed")
+    parser.add_argument("--worker-timeout-secs", type=float, default=10.0)
+    parser.add_argument("--against", metavar="REV", help="also run the service with the code of this git revision "
+                        "(a worktree), side by side: before each run of this checkout's, at each size")
+    parser.add_argument("--out", default=RESULTS)
+    args = parser.parse_args(argv)
+    runs = []
+    with worktree(args.against) as src:
+        for n in args.workers:
+            for code, service_src in ([(f"@{args.against}", src)] if src else []) + [("this checkout", None)]:
+                runs.append({"code": code, **run(n, args.processes, args.step_rate, args.batch, args.shard_steps,
+                                                 args.seconds, args.seal_every, args.kill_share,
+                                                 args.worker_timeout_secs, service_src=service_src)})
+    result = {"benchmark": "shard_service_scale", "runs": runs,
+              "machine": f"{os.cpu_count()} CPUs, {platform.platform()}"}
+    rows = "".join(
+        f"| {r['workers']:,} ({r['killed_workers']} killed) | {r['code']} | {r['steps_per_sec']:,} of {r['target_steps_per_sec']:,.0f} "
+        f"| {r['service_cpu_us_per_report']} µs ({r['service_cpu_cores']} cores) "
+        f"| {r['report_ms']['p50']} / {r['report_ms']['p99']} | {r['request_ms']['p50']} / {r['request_ms']['p99']} "
+        f"| {r['seal_commit_ms']['p50']} / {r['seal_commit_ms']['max']} | {'exact' if r['book']['exact'] else 'WRONG'} |\n"
+        for r in runs)
+    markdown = (
+        "# The shard service at scale\n\n"
+        f"`bench/shard_service_scale.py`: the standalone service pinned to one core; simulated workers in "
+        f"{args.processes} lean load processes on the other core, each reporting a {args.batch}-record batch at "
+        f"{args.step_rate:g} steps/s over the report line and asking for a {args.shard_steps}-step shard when one "
+        f"ends; the chief seals and commits every {args.seal_every:g} s; {args.kill_share:.0%} of the workers killed "
+        f"half way. Machine: {result['machine']}.\n\n"
+        "| workers | service code | steps/s reached | service CPU per report | report p50 / p99 ms | shard request p50 / p99 ms "
+        "| seal + commit p50 / max ms | book |\n|---|---|---|---|---|---|---|---|\n" + rows)
+    write_results(args.out, "shard_service_scale", result, markdown)
+    return result
+
+
+if __name__ == "__main__":
+    main()
