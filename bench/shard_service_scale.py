@@ -222,10 +222,11 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
                                 "--worker-timeout-secs", str(worker_timeout_secs)],
                                stdout=subprocess.PIPE, stderr=log, text=True, env=env)
     loads: list[subprocess.Popen] = []
+    affinity = os.sched_getaffinity(0)  # this process's cores, given back as the run ends
     try:
         address = service.stdout.readline().strip()
         if pin:
-            cpus = sorted(os.sched_getaffinity(0))
+            cpus = sorted(affinity)
             _pin(service.pid, {cpus[0]})  # the service on a core of its own; everything else on the others
             _pin(0, set(cpus[1:]) or {cpus[0]})
         chief = ShardClient(address, TOKEN, worker="chief")
@@ -244,17 +245,21 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
                  str(count), str(step_rate), str(batch), outs[i], str(seconds * 10)]))
             first += count
         killed = round(kill_share * processes) if kill_share else 0
-        seals, kill_at, checkpoint, steady, quarter = [], started + seconds / 2, 0, None, None
+        seals, kill_at, checkpoint = [], started + seconds / 2, 0
+        steady, quarter, steady_cores = None, None, (0.0, 0.0)
         while any(p.poll() is None for p in loads[killed:]):
             time.sleep(min(seal_every, 0.5))
             now = time.monotonic()
             if quarter is None and now >= started + seconds / 4:
-                quarter = (time.monotonic(), chief.status(DATASET)["trained_records"])
+                quarter = (time.monotonic(), chief.status(DATASET)["trained_records"], _cpu_seconds(service.pid),
+                           sum(_cpu_seconds(p.pid) for p in loads))
             if steady is None and now >= kill_at:
                 # Steps/s reached: what the book counted from a quarter of the way to the kill (every worker
-                # started and stepping).
-                steady = ((chief.status(DATASET)["trained_records"] - quarter[1]) / batch
-                          / (time.monotonic() - quarter[0]))
+                # started and stepping); and the cores the service and the load used meanwhile.
+                window = time.monotonic() - quarter[0]
+                steady = (chief.status(DATASET)["trained_records"] - quarter[1]) / batch / window
+                steady_cores = ((_cpu_seconds(service.pid) - quarter[2]) / window,
+                                (sum(_cpu_seconds(p.pid) for p in loads) - quarter[3]) / window)
                 for p in loads[:killed]:
                     p.send_signal(signal.SIGKILL)
             if now - started >= (len(seals) + 1) * seal_every:
@@ -266,7 +271,7 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
         cpu = _cpu_seconds(service.pid) - cpu_before
         failed = [i for i, p in enumerate(loads) if i >= killed and p.returncode != 0]
         if failed:
-            raise RuntimeError(f"load process(es) {failed} failed")
+            raise RuntimeError(f"load process(es) {failed} failed (their errors are above)")
         status = chief.status(DATASET)
     finally:
         for p in loads:
@@ -274,6 +279,7 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
                 p.kill()
         service.terminate()
         service.wait(timeout=30)
+        os.sched_setaffinity(0, affinity)
     measured = [json.load(open(out)) for out in outs[killed:]]
     reports = [x for m in measured for x in m["reports"]]
     requests = [x for m in measured for x in m["requests"]]
@@ -288,6 +294,7 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
         "target_steps_per_sec": workers * step_rate,
         "steps_per_sec": round(steady if steady is not None else counted_reports / elapsed),
         "service_cpu_cores": round(cpu / elapsed, 3),
+        "steady_cores": {"service": round(steady_cores[0], 2), "load": round(steady_cores[1], 2)},
         "service_cpu_us_per_report": round(cpu / max(1, counted_reports) * 1e6, 1),
         "report_ms": percentiles(reports), "request_ms": percentiles(requests), "seal_commit_ms": percentiles(seals),
         "reports_resent_for_a_seal": sum(m["resent"] for m in measured),
@@ -311,22 +318,27 @@ def main(argv=None) -> dict:
     parser.add_argument("--seal-every", type=float, default=5.0)
     parser.add_argument("--kill-share", type=float, default=0.25, help="share of the load processes killed")
     parser.add_argument("--worker-timeout-secs", type=float, default=10.0)
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each size and code, interleaved")
     parser.add_argument("--against", metavar="REV", help="also run the service with the code of this git revision "
                         "(a worktree), side by side: before each run of this checkout's, at each size")
     parser.add_argument("--out", default=RESULTS)
     args = parser.parse_args(argv)
     runs = []
     with worktree(args.against) as src:
-        for n in args.workers:
+        for n in [n for n in args.workers for _ in range(args.rounds)]:
             for code, service_src in ([(f"@{args.against}", src)] if src else []) + [("this checkout", None)]:
-                runs.append({"code": code, **run(n, args.processes, args.step_rate, args.batch, args.shard_steps,
-                                                 args.seconds, args.seal_every, args.kill_share,
-                                                 args.worker_timeout_secs, service_src=service_src)})
+                try:
+                    runs.append({"code": code, **run(n, args.processes, args.step_rate, args.batch, args.shard_steps,
+                                                     args.seconds, args.seal_every, args.kill_share,
+                                                     args.worker_timeout_secs, service_src=service_src)})
+                except (RuntimeError, OSError, TimeoutError) as e:  # e.g. a service that refuses connections
+                    runs.append({"code": code, "workers": n, "failed": f"{type(e).__name__}: {e}"})
     result = {"benchmark": "shard_service_scale", "runs": runs,
               "machine": f"{os.cpu_count()} CPUs, {platform.platform()}"}
     rows = "".join(
+        f"| {r['workers']:,} | {r['code']} | failed: {r['failed'][:160]} | | | | | |\n" if "failed" in r else
         f"| {r['workers']:,} ({r['killed_workers']} killed) | {r['code']} | {r['steps_per_sec']:,} of {r['target_steps_per_sec']:,.0f} "
-        f"| {r['service_cpu_us_per_report']} µs ({r['service_cpu_cores']} cores) "
+        f"| {r['service_cpu_us_per_report']} µs ({r['steady_cores']['service']} cores; load {r['steady_cores']['load']}) "
         f"| {r['report_ms']['p50']} / {r['report_ms']['p99']} | {r['request_ms']['p50']} / {r['request_ms']['p99']} "
         f"| {r['seal_commit_ms']['p50']} / {r['seal_commit_ms']['max']} | {'exact' if r['book']['exact'] else 'WRONG'} |\n"
         for r in runs)
@@ -337,7 +349,7 @@ def main(argv=None) -> dict:
         f"{args.step_rate:g} steps/s over the report line and asking for a {args.shard_steps}-step shard when one "
         f"ends; the chief seals and commits every {args.seal_every:g} s; {args.kill_share:.0%} of the workers killed "
         f"half way. Machine: {result['machine']}.\n\n"
-        "| workers | service code | steps/s reached | service CPU per report | report p50 / p99 ms | shard request p50 / p99 ms "
+        "| workers | service code | steps/s reached | service CPU per report (cores used by the service; by the load) | report p50 / p99 ms | shard request p50 / p99 ms "
         "| seal + commit p50 / max ms | book |\n|---|---|---|---|---|---|---|---|\n" + rows)
     write_results(args.out, "shard_service_scale", result, markdown)
     return result

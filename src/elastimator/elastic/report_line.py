@@ -40,14 +40,14 @@ of its own does not, and takes TCP. Any process there may connect; the hello's
 token is checked as over TCP. Over loopback TCP the sender's system call also
 runs the receiver's protocol work, so each send costs more.
 
-On Linux the threads that serve the line run as SCHED_BATCH. A report arriving
+On Linux the thread that serves the line (one event loop for all) runs as SCHED_BATCH. A report arriving
 then does not preempt the thread that sent it: on a machine whose cores the
 trainers and the service share, that thread is a trainer's main thread, between
 two training calls. The reply goes out at the kernel's next scheduling point
 instead, while the worker's next step computes.
 
 The send is on the step's serial path (the hook's `after_run`), which is why both the Unix socket and the
-SCHED_BATCH threads are used: each shortened the worker's send under training (bench/results/elastic_cpu.md).
+SCHED_BATCH thread are used: each shortened the worker's send under training (bench/results/elastic_cpu.md).
 """
 
 from __future__ import annotations
@@ -56,10 +56,12 @@ import json
 import logging
 import os
 import secrets
+import selectors
 import socket
 import struct
 import sys
 import threading
+import time
 from typing import Callable
 
 from elastimator.elastic.report_ring import ReportRing, RingReader
@@ -71,7 +73,7 @@ MAX_FRAME_BYTES = 1 << 20
 """A report is some 150 bytes; anything this large is not one of ours."""
 HELLO_TIMEOUT_SECS = 10.0
 """An unauthenticated connection that says nothing this long is dropped."""
-MAX_CONNECTIONS = 1024
+MAX_CONNECTIONS = 16384
 """One per worker; past this many at once, new connections are closed (their reports go over gRPC)."""
 LINE_METHODS = ("report", "request")
 """The calls the line carries: those a trainer makes every step or every few."""
@@ -166,6 +168,11 @@ def unpack_reply(body: bytes) -> dict:
 class ReportLineServer:
     """Accepts report lines and answers each call with `handle(method, request)`.
 
+    One thread serves every line: an event loop over the listeners and the open connections (`selectors`, epoll
+    on Linux). A thread per connection cost the service a thread switch and a GIL hand-over per report, which at
+    a thousand workers was most of its CPU (bench/results/shard_service_scale.md); the loop reads whatever
+    frames have arrived on each ready connection and answers them in turn.
+
     Args:
         handle: The service's call handler (`ShardService.handle`).
         check_token: Whether a hello's token is the job's.
@@ -181,7 +188,7 @@ class ReportLineServer:
         self._check_token = check_token
         self._rings = rings
         host = host.strip("[]")  # an IPv6 host as gRPC spells it
-        self._listener = socket.create_server((host, port), family=_family(host))
+        self._listener = socket.create_server((host, port), family=_family(host), backlog=1024)
         self.port: int = self._listener.getsockname()[1]
         self._listeners = [self._listener]
         self.local_name: str | None = None
@@ -191,94 +198,174 @@ class ReportLineServer:
             local_listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             try:
                 local_listener.bind("\0" + name)
-                local_listener.listen()
+                local_listener.listen(1024)
                 self._listeners.append(local_listener)
                 self.local_name = name
             except OSError as e:  # a sandbox that forbids them: every worker takes TCP
                 local_listener.close()
                 logger.info("The report line takes TCP only: no Unix socket (%s).", e)
-        self._connections: set[socket.socket] = set()
-        self._lock = threading.Lock()
+        self._selector = selectors.DefaultSelector()
+        self._connections: dict[socket.socket, _Connection] = {}
+        self._wake_reader, self._wake_writer = socket.socketpair()
         self._stopped = False
+        self._thread: threading.Thread | None = None
+        self._next_hello_check = 0.0
         self.answered = 0
         """Calls answered so far (refusals included)."""
 
     def start(self) -> "ReportLineServer":
         for listener in self._listeners:
-            threading.Thread(target=self._accept_loop, args=(listener,), name="report-line-accept",
-                             daemon=True).start()
+            listener.setblocking(False)
+            self._selector.register(listener, selectors.EVENT_READ, None)
+        self._wake_reader.setblocking(False)
+        self._selector.register(self._wake_reader, selectors.EVENT_READ, None)
+        self._thread = threading.Thread(target=self._loop, name="report-line", daemon=True)
+        self._thread.start()
         return self
 
     def stop(self) -> None:
-        with self._lock:
-            self._stopped = True
-            connections = list(self._connections)
-        for listener in self._listeners:
-            _close(listener)
-        for connection in connections:
-            _close(connection)
+        self._stopped = True
+        try:
+            self._wake_writer.send(b"x")
+        except OSError:
+            pass
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=10)
 
-    def _accept_loop(self, listener: socket.socket) -> None:
-        while True:
-            try:
-                connection, _ = listener.accept()
-            except OSError:
-                return  # the listener was closed: stop()
-            with self._lock:
-                if self._stopped:
-                    _close(connection)
-                    return
-                if len(self._connections) >= MAX_CONNECTIONS:
-                    logger.warning("The report line has %d connections open; closing one more from %s.",
-                                   MAX_CONNECTIONS, _peer(connection))
-                    _close(connection)
-                    continue
-                self._connections.add(connection)
-            threading.Thread(target=self._serve, args=(connection,), name="report-line", daemon=True).start()
-
-    def _serve(self, connection: socket.socket) -> None:
-        peer = _peer(connection)
-        ring: RingReader | None = None
+    def _loop(self) -> None:
         _yield_to_senders()
         try:
-            _tune(connection)
-            stream = connection.makefile("rb")
-            connection.settimeout(HELLO_TIMEOUT_SECS)
-            hello = read_frame(stream)
-            token, peer = hello.get("token"), hello.get("worker") or _peer(connection)
-            if not isinstance(token, str) or not self._check_token(token):
-                send_frame(connection, {"error": f"UNAUTHENTICATED: {TOKEN_REFUSED}"})
-                return
-            # A packed report is the hello's worker's: a line whose hello named none reports in JSON.
-            worker = hello.get("worker")
-            packed = isinstance(worker, str) and bool(worker)
-            if packed and "ring" in hello and connection.family == socket.AF_UNIX and self._rings is not None:
-                ring = RingReader.open(hello["ring"])
-                if ring is not None:
-                    self._rings.attach_ring(worker, ring)
-            send_frame(connection, {"methods": list(LINE_METHODS), "packed": list(PACKED_METHODS if packed else ()),
-                                    **({"ring": ring is not None} if "ring" in hello else {})})
-            connection.settimeout(None)
-            while True:
-                body = _read_body(stream)
-                if packed and body[:1] == b"R":
-                    reply = self._answer({"method": "report", **unpack_report(body, worker)})
-                    _send_body(connection, pack_reply(reply) or json.dumps(reply).encode("utf-8"))
-                else:
-                    send_frame(connection, self._answer(_json_object(body)))
-        except (FrameError, OSError) as e:  # a worker that ended or died, or a peer that is not one
-            if not self._stopped:
-                logger.debug("Report line from %s ended: %s", peer, e)
+            while not self._stopped:
+                for key, events in self._selector.select(timeout=1.0):
+                    if key.fileobj in self._listeners:
+                        self._accept(key.fileobj)
+                    elif key.fileobj is self._wake_reader:
+                        continue
+                    elif events & selectors.EVENT_WRITE:
+                        self._flush(key.data)
+                    else:
+                        self._read(key.data)
+                if time.monotonic() >= self._next_hello_check:
+                    self._drop_silent()
         finally:
-            with self._lock:
-                self._connections.discard(connection)
-            _close(connection)
-            if ring is not None:
-                self._rings.detach_ring(worker, ring)  # what the ring holds is counted before it closes
+            for connection in list(self._connections.values()):
+                self._drop(connection, None)
+            for listener in self._listeners:
+                _close(listener)
+            self._selector.close()
+            self._wake_reader.close()
+            self._wake_writer.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                sock, _ = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as e:  # out of descriptors: the next turn tries again
+                logger.warning("The report line could not accept a connection: %s", e)
+                return
+            if len(self._connections) >= MAX_CONNECTIONS:
+                logger.warning("The report line has %d connections open; closing one more from %s.",
+                               MAX_CONNECTIONS, _peer(sock))
+                _close(sock)
+                continue
+            _tune(sock)
+            sock.setblocking(False)
+            connection = _Connection(sock, time.monotonic() + HELLO_TIMEOUT_SECS)
+            self._connections[sock] = connection
+            self._selector.register(sock, selectors.EVENT_READ, connection)
+
+    def _read(self, connection: "_Connection") -> None:
+        try:
+            chunk = connection.sock.recv(1 << 16)
+            if not chunk:
+                raise FrameError("the connection closed")
+            connection.received += chunk
+            while (body := connection.next_body()) is not None:
+                self._frame(connection, body)
+                if connection.closing or connection.sock not in self._connections:
+                    break
+        except (FrameError, OSError) as e:  # a worker that ended or died, or a peer that is not one
+            self._drop(connection, e)
+            return
+        if connection.closing and not connection.unsent:
+            self._drop(connection, None)
+
+    def _frame(self, connection: "_Connection", body: bytes) -> None:
+        """Answers one frame: the hello first, then calls."""
+        if connection.worker is None:
+            self._hello(connection, _json_object(body))
+        elif connection.packed and body[:1] == b"R":
+            reply = self._answer({"method": "report", **unpack_report(body, connection.worker)})
+            self._send(connection, pack_reply(reply) or json.dumps(reply).encode("utf-8"))
+        else:
+            self._send(connection, json.dumps(self._answer(_json_object(body))).encode("utf-8"))
+
+    def _hello(self, connection: "_Connection", hello: dict) -> None:
+        token = hello.get("token")
+        if not isinstance(token, str) or not self._check_token(token):
+            self._send(connection, json.dumps({"error": f"UNAUTHENTICATED: {TOKEN_REFUSED}"}).encode("utf-8"))
+            connection.closing = True
+            return
+        # A packed report is the hello's worker's: a line whose hello named none reports in JSON.
+        worker = hello.get("worker")
+        connection.packed = isinstance(worker, str) and bool(worker)
+        connection.worker = worker if connection.packed else ""
+        connection.peer = worker or _peer(connection.sock)
+        if connection.packed and "ring" in hello and connection.sock.family == socket.AF_UNIX \
+                and self._rings is not None:
+            connection.ring = RingReader.open(hello["ring"])
+            if connection.ring is not None:
+                self._rings.attach_ring(worker, connection.ring)
+        self._send(connection, json.dumps(
+            {"methods": list(LINE_METHODS), "packed": list(PACKED_METHODS if connection.packed else ()),
+             **({"ring": connection.ring is not None} if "ring" in hello else {})}).encode("utf-8"))
+
+    def _send(self, connection: "_Connection", body: bytes) -> None:
+        connection.unsent += _LENGTH.pack(len(body)) + body
+        if len(connection.unsent) == _LENGTH.size + len(body):  # nothing was waiting: send now
+            self._flush(connection)
+
+    def _flush(self, connection: "_Connection") -> None:
+        """Sends what the connection's peer has not been sent; waits for the socket to take the rest."""
+        try:
+            sent = connection.sock.send(connection.unsent)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError as e:
+            self._drop(connection, e)
+            return
+        del connection.unsent[:sent]
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if connection.unsent else 0)
+        if events != connection.events:
+            connection.events = events
+            self._selector.modify(connection.sock, events, connection)
+        if connection.closing and not connection.unsent:
+            self._drop(connection, None)
+
+    def _drop_silent(self) -> None:
+        """Closes connections that sent no hello within HELLO_TIMEOUT_SECS (looked for once a second)."""
+        now = time.monotonic()
+        self._next_hello_check = now + 1.0
+        for connection in [c for c in self._connections.values() if c.worker is None and c.hello_by < now]:
+            self._drop(connection, FrameError(f"no hello within {HELLO_TIMEOUT_SECS:.0f}s"))
+
+    def _drop(self, connection: "_Connection", error: Exception | None) -> None:
+        if self._connections.pop(connection.sock, None) is None:
+            return
+        if error is not None and not self._stopped:
+            logger.debug("Report line from %s ended: %s", connection.peer or _peer(connection.sock), error)
+        try:
+            self._selector.unregister(connection.sock)
+        except (KeyError, ValueError):
+            pass
+        _close(connection.sock)
+        if connection.ring is not None:
+            self._rings.detach_ring(connection.worker, connection.ring)  # what it holds is counted as it closes
 
     def _answer(self, request: dict) -> dict:
-        with self._lock:
-            self.answered += 1
+        self.answered += 1
         method = request.pop("method", None)
         if method not in LINE_METHODS:
             return {"error": f"INVALID_ARGUMENT: the report line takes {' and '.join(map(repr, LINE_METHODS))} "
@@ -287,6 +374,41 @@ class ReportLineServer:
             return self._handle(method, request)
         except ShardServiceError as e:
             return {"error": f"{e.status}: {e}", "status": e.status}
+
+
+class _Connection:
+    """One report line's state in the server's loop."""
+
+    __slots__ = ("sock", "hello_by", "received", "unsent", "events", "worker", "packed", "peer", "ring",
+                 "closing")
+
+    def __init__(self, sock: socket.socket, hello_by: float):
+        self.sock = sock
+        self.hello_by = hello_by
+        self.received = bytearray()
+        self.unsent = bytearray()
+        self.events = selectors.EVENT_READ
+        self.worker: str | None = None
+        """The hello's worker ("" for a hello that named none); None before the hello."""
+        self.packed = False
+        self.peer: str | None = None
+        self.ring: RingReader | None = None
+        self.closing = False
+        """Close once what is unsent has gone (a refused hello)."""
+
+    def next_body(self) -> bytes | None:
+        """The next whole frame's body received, or None; FrameError for one over MAX_FRAME_BYTES."""
+        if len(self.received) < _LENGTH.size:
+            return None
+        (length,) = _LENGTH.unpack_from(self.received)
+        if length > MAX_FRAME_BYTES:
+            raise FrameError(f"a frame of {length} bytes; the limit is {MAX_FRAME_BYTES}")
+        end = _LENGTH.size + length
+        if len(self.received) < end:
+            return None
+        body = bytes(self.received[_LENGTH.size:end])
+        del self.received[:end]
+        return body
 
 
 class ReportLine:
