@@ -12,10 +12,11 @@ later, as `ShardClient` does. The chief (this process) seals and commits over gR
 way, one load process (`--kill-share` of the workers) is killed: its shards go back when the service has not
 heard from its workers for `--worker-timeout-secs`, and the others train them.
 
-Reported: steps/s reached against the target (counted by the book from a quarter of the way until the kill), the service's CPU per report (its /proc utime + stime over the
-run, over the reports it counted), report and request round trips (p50, p99, max) as the workers saw them,
-seal + commit time, and that the book is exact: the data set finished with every record counted once
-(trained records == records, done shards == shards). Output: results/shard_service_scale.{json,md}.
+Reported: steps/s reached against the target (counted by the book from a quarter of the way until the kill),
+the service's CPU per report (its /proc utime + stime over the run, over the reports it counted), report and
+request round trips (p50, p99, max) as the workers saw them, seal + commit time, and that the book is exact:
+the data set finished with every record counted once (trained records == records; a shard handed back is done
+in pieces, so done shards may exceed shards). Output: results/shard_service_scale.{json,md}.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import platform
 import selectors
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import tempfile
@@ -36,13 +36,12 @@ import threading
 import time
 
 from elastimator.elastic.client import ShardClient
-from elastimator.elastic.report_line import PACKED_REPLY, PACKED_REPORT
+from elastimator.elastic.report_line import PACKED_REPLY, PACKED_REPORT, FrameBuffer, frame, read_frame, send_frame
 from elastimator.elastic.shards import ShardingSpec
 from report import RESULTS, worktree, write_results
 
 TOKEN = "scale-bench-token"
 DATASET = "scale"
-_LENGTH = struct.Struct(">I")
 
 
 def percentiles(values: list[float]) -> dict:
@@ -63,39 +62,26 @@ class _Worker:
         self.index = index
         self.name = name
         self.sock = sock
-        self.buffer = b""
+        self.received = FrameBuffer()
         self.shard: dict | None = None
         self.next_record = 0
         self.waiting: tuple[str, float] | None = None
-        """The call in flight (kind, sent at)."""
+        """The call in flight ("report" or "request", sent at)."""
         self.done = False
         self.request_number = 0
 
 
-def _frame(body: bytes) -> bytes:
-    return _LENGTH.pack(len(body)) + body
-
-
 def _connect(host: str, port: int, name: str) -> socket.socket:
+    """A report line of worker `name`, past its hello, non-blocking."""
     sock = socket.create_connection((host, port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.sendall(_frame(json.dumps({"token": TOKEN, "worker": name}).encode()))
-    head = _recv_exactly(sock, _LENGTH.size)
-    hello = json.loads(_recv_exactly(sock, _LENGTH.unpack(head)[0]))
+    send_frame(sock, {"token": TOKEN, "worker": name})
+    with sock.makefile("rb") as stream:
+        hello = read_frame(stream)
     if "report" not in hello.get("packed", ()):
         raise RuntimeError(f"the service's report line does not take packed reports: {hello}")
     sock.setblocking(False)
     return sock
-
-
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("the service closed the line")
-        data += chunk
-    return data
 
 
 def run_load_process(host: str, port: int, first: int, count: int, step_rate: float, batch: int, out: str,
@@ -109,7 +95,7 @@ def run_load_process(host: str, port: int, first: int, count: int, step_rate: fl
         workers.append(worker)
     name = DATASET.encode()
     period = 1.0 / step_rate
-    reports, requests, resent, steps = [], [], 0, 0
+    reports, requests, resent = [], [], 0
     started = time.monotonic()
     due: list[tuple[float, int]] = []  # (when, worker index): its next call
     for i, worker in enumerate(workers):
@@ -119,15 +105,15 @@ def run_load_process(host: str, port: int, first: int, count: int, step_rate: fl
         worker.request_number += 1
         body = json.dumps({"method": "request", "dataset": DATASET, "worker": worker.name,
                            "request_id": f"{worker.name}-{worker.request_number}"}).encode()
-        worker.sock.sendall(_frame(body))
+        worker.sock.sendall(frame(body))
         worker.waiting = ("request", time.monotonic())
 
     def send_report(worker):
         shard = worker.shard
         records = min(batch, shard["end"] - worker.next_record)
         body = PACKED_REPORT.pack(b"R", shard["shard_id"], records, shard["lease"], worker.next_record) + name
-        worker.sock.sendall(_frame(body))
-        worker.waiting = ("report", time.monotonic(), records)
+        worker.sock.sendall(frame(body))
+        worker.waiting = ("report", time.monotonic())
 
     while not all(w.done for w in workers):
         now = time.monotonic()
@@ -148,14 +134,9 @@ def run_load_process(host: str, port: int, first: int, count: int, step_rate: fl
             chunk = worker.sock.recv(65536)
             if not chunk:
                 raise ConnectionError(f"the service closed {worker.name}'s line")
-            worker.buffer += chunk
-            while len(worker.buffer) >= _LENGTH.size:
-                (length,) = _LENGTH.unpack_from(worker.buffer)
-                if len(worker.buffer) < _LENGTH.size + length:
-                    break
-                body = worker.buffer[_LENGTH.size:_LENGTH.size + length]
-                worker.buffer = worker.buffer[_LENGTH.size + length:]
-                kind, sent_at = worker.waiting[0], worker.waiting[1]
+            worker.received.add(chunk)
+            while (body := worker.received.next_body()) is not None:
+                kind, sent_at = worker.waiting
                 now = time.monotonic()
                 if kind == "report":
                     if body[:1] != b"A":
@@ -167,7 +148,6 @@ def run_load_process(host: str, port: int, first: int, count: int, step_rate: fl
                         heapq.heappush(due, (now + 0.01, worker.index))
                         continue
                     reports.append(now - sent_at)
-                    steps += 1
                     worker.next_record += min(batch, worker.shard["end"] - worker.next_record)
                     if worker.next_record >= worker.shard["end"]:
                         worker.shard = None
@@ -187,8 +167,7 @@ def run_load_process(host: str, port: int, first: int, count: int, step_rate: fl
                     else:
                         raise RuntimeError(f"{worker.name}: unexpected reply to a request: {reply}")
     with open(out, "w") as f:
-        json.dump({"reports": reports, "requests": requests, "resent": resent, "steps": steps,
-                   "seconds": time.monotonic() - started}, f)
+        json.dump({"reports": reports, "requests": requests, "resent": resent}, f)
 
 
 # ---------------------------------------------------------------- the driver: service, load processes, chief
@@ -245,7 +224,7 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
                  str(count), str(step_rate), str(batch), outs[i], str(seconds * 10)]))
             first += count
         killed = round(kill_share * processes) if kill_share else 0
-        seals, kill_at, checkpoint = [], started + seconds / 2, 0
+        seals, kill_at = [], started + seconds / 2
         steady, quarter, steady_cores = None, None, (0.0, 0.0)
         while any(p.poll() is None for p in loads[killed:]):
             time.sleep(min(seal_every, 0.5))
@@ -263,9 +242,9 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
                 for p in loads[:killed]:
                     p.send_signal(signal.SIGKILL)
             if now - started >= (len(seals) + 1) * seal_every:
-                checkpoint += 1
+                step = len(seals) + 1  # the checkpoint this seal stands for
                 begun = time.perf_counter()
-                chief.commit(chief.seal(checkpoint_step=checkpoint), checkpoint)
+                chief.commit(chief.seal(checkpoint_step=step), step)
                 seals.append(time.perf_counter() - begun)
         elapsed = time.monotonic() - started
         cpu = _cpu_seconds(service.pid) - cpu_before
@@ -303,6 +282,20 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
     }
 
 
+def _row(r: dict) -> str:
+    """A run's row of the results table."""
+    if "failed" in r:
+        return f"| {r['workers']:,} | {r['code']} | failed: {r['failed'][:160]} | | | | | |\n"
+    cores = r["steady_cores"]
+    return (f"| {r['workers']:,} ({r['killed_workers']} killed) | {r['code']} "
+            f"| {r['steps_per_sec']:,} of {r['target_steps_per_sec']:,.0f} "
+            f"| {r['service_cpu_us_per_report']} µs ({cores['service']} cores; load {cores['load']}) "
+            f"| {r['report_ms']['p50']} / {r['report_ms']['p99']} "
+            f"| {r['request_ms']['p50']} / {r['request_ms']['p99']} "
+            f"| {r['seal_commit_ms']['p50']} / {r['seal_commit_ms']['max']} "
+            f"| {'exact' if r['book']['exact'] else 'WRONG'} |\n")
+
+
 def main(argv=None) -> dict:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--load-process":
         host, port, first, count, rate, batch, out, limit = sys.argv[2:10]
@@ -335,13 +328,7 @@ def main(argv=None) -> dict:
                     runs.append({"code": code, "workers": n, "failed": f"{type(e).__name__}: {e}"})
     result = {"benchmark": "shard_service_scale", "runs": runs,
               "machine": f"{os.cpu_count()} CPUs, {platform.platform()}"}
-    rows = "".join(
-        f"| {r['workers']:,} | {r['code']} | failed: {r['failed'][:160]} | | | | | |\n" if "failed" in r else
-        f"| {r['workers']:,} ({r['killed_workers']} killed) | {r['code']} | {r['steps_per_sec']:,} of {r['target_steps_per_sec']:,.0f} "
-        f"| {r['service_cpu_us_per_report']} µs ({r['steady_cores']['service']} cores; load {r['steady_cores']['load']}) "
-        f"| {r['report_ms']['p50']} / {r['report_ms']['p99']} | {r['request_ms']['p50']} / {r['request_ms']['p99']} "
-        f"| {r['seal_commit_ms']['p50']} / {r['seal_commit_ms']['max']} | {'exact' if r['book']['exact'] else 'WRONG'} |\n"
-        for r in runs)
+    rows = "".join(map(_row, runs))
     markdown = (
         "# The shard service at scale\n\n"
         f"`bench/shard_service_scale.py`: the standalone service pinned to one core; simulated workers in "
@@ -349,8 +336,9 @@ def main(argv=None) -> dict:
         f"{args.step_rate:g} steps/s over the report line and asking for a {args.shard_steps}-step shard when one "
         f"ends; the chief seals and commits every {args.seal_every:g} s; {args.kill_share:.0%} of the workers killed "
         f"half way. Machine: {result['machine']}.\n\n"
-        "| workers | service code | steps/s reached | service CPU per report (cores used by the service; by the load) | report p50 / p99 ms | shard request p50 / p99 ms "
-        "| seal + commit p50 / max ms | book |\n|---|---|---|---|---|---|---|---|\n" + rows)
+        "| workers | service code | steps/s reached | service CPU per report (cores used by the service; by the load) "
+        "| report p50 / p99 ms | shard request p50 / p99 ms | seal + commit p50 / max ms | book |\n"
+        "|---|---|---|---|---|---|---|---|\n" + rows)
     write_results(args.out, "shard_service_scale", result, markdown)
     return result
 

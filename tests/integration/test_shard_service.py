@@ -1,7 +1,11 @@
 """The shard service over real gRPC on loopback: protocol, token, seals on disk, concurrency."""
 
+import contextlib
 import json
 import os
+import subprocess
+import sys
+import tempfile
 import threading
 
 import pytest
@@ -204,20 +208,11 @@ def test_hundreds_of_workers_stepping_with_seals_and_a_kill_leave_the_book_exact
 
 @pytest.mark.parametrize("steps_per_execution", [1, 5])
 def test_standalone_shard_service_feeds_a_local_job(tmp_path, monkeypatch, steps_per_execution):
-    import subprocess
-    import sys
-
     from elastimator.job.conf import JobConf
     from elastimator.job.executor import run_job
     from tests.unit.test_executor_and_progress import COLUMNS, IrisReader, inner_model_fn
 
-    cli = os.path.join(os.path.dirname(sys.executable), "elastimator")
-    env = dict(os.environ, ELASTIMATOR_JOB_TOKEN=TOKEN, TF_CPP_MIN_LOG_LEVEL="2")
-    service = subprocess.Popen([cli, "shard-service", "--model-dir", str(tmp_path)], stdout=subprocess.PIPE,
-                               stderr=subprocess.DEVNULL, text=True, env=env)
-    try:
-        address = service.stdout.readline().strip()
-        assert address.startswith("127.0.0.1:")
+    with _standalone_service(tmp_path) as (_, address):
         monkeypatch.setenv("ELASTIMATOR_SHARD_SERVICE", address)
         monkeypatch.setenv("ELASTIMATOR_JOB_TOKEN", TOKEN)
         monkeypatch.setenv("ELASTIMATOR_SHARD_SERVICE_STANDALONE", "1")
@@ -232,17 +227,28 @@ def test_standalone_shard_service_feeds_a_local_job(tmp_path, monkeypatch, steps
         status = ShardClient(address, TOKEN, worker="observer").status("train_set")
         assert status["finished"] and status["trained_records"] == 300
         assert sorted(os.listdir(tmp_path / "shards"))  # seals committed with the checkpoints
-    finally:
-        service.terminate()
-        assert service.wait(timeout=30) == 0
+
+
+@contextlib.contextmanager
+def _standalone_service(model_dir):
+    """`elastimator shard-service` over `model_dir`, as (its process, its address); it must stop cleanly."""
+    cli = os.path.join(os.path.dirname(sys.executable), "elastimator")
+    with tempfile.TemporaryFile("w+") as log:  # a file, not a pipe: a job's worth of log lines never blocks it
+        service = subprocess.Popen([cli, "shard-service", "--model-dir", str(model_dir)], stdout=subprocess.PIPE,
+                                   stderr=log, text=True,
+                                   env=dict(os.environ, ELASTIMATOR_JOB_TOKEN=TOKEN, TF_CPP_MIN_LOG_LEVEL="2"))
+        try:
+            address = service.stdout.readline().strip()
+            assert address.startswith("127.0.0.1:"), log.seek(0) or log.read()
+            yield service, address
+        finally:
+            service.terminate()
+            assert service.wait(timeout=30) == 0
 
 
 def test_the_standalone_service_runs_without_tensorflow_and_resumes_the_checkpoint_the_state_file_names(tmp_path):
     """`elastimator shard-service` holds a book of integers: no TensorFlow in the process (a few tens of MB, where
     TensorFlow made it ~580 MB), and it resumes from the seal of the checkpoint the job resumes from."""
-    import subprocess
-    import sys
-
     writer = ShardServer(ShardService(TOKEN, SealStore(str(tmp_path)))).start()
     try:
         client = ShardClient(writer.address, TOKEN, worker="w0")
@@ -257,12 +263,7 @@ def test_the_standalone_service_runs_without_tensorflow_and_resumes_the_checkpoi
     # Rolled back to 40 (tf.estimator's state file decides which checkpoint is restored).
     (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-40"\n'
                                          'all_model_checkpoint_paths: "model.ckpt-40"\n')
-    cli = os.path.join(os.path.dirname(sys.executable), "elastimator")
-    service = subprocess.Popen([cli, "shard-service", "--model-dir", str(tmp_path)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=dict(os.environ, ELASTIMATOR_JOB_TOKEN=TOKEN))
-    try:
-        address = service.stdout.readline().strip()
-        assert address.startswith("127.0.0.1:"), service.stderr.read()
+    with _standalone_service(tmp_path) as (service, address):
         status = ShardClient(address, TOKEN, worker="observer").status("train")
         assert status["trained_records"] == 10  # seal 40's book, not 80's
         with open(f"/proc/{service.pid}/maps") as maps:
@@ -272,9 +273,6 @@ def test_the_standalone_service_runs_without_tensorflow_and_resumes_the_checkpoi
             rss_mb = next(int(line.split()[1]) for line in proc_status if line.startswith("VmRSS")) / 1024
         print(f"standalone shard service: {rss_mb:.0f} MB resident")
         assert rss_mb < 100
-    finally:
-        service.terminate()
-        assert service.wait(timeout=30) == 0
 
 
 def test_max_bad_records_is_a_job_wide_count_of_distinct_records(server):

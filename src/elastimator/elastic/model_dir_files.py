@@ -18,7 +18,8 @@ import re
 from typing import Any
 
 _STEP = re.compile(r"-(\d+)$")
-_STATE_ENTRY = re.compile(r'^(?:all_)?model_checkpoint_path:\s*"((?:[^"\\]|\\.)*)"\s*$')
+_NAMED = re.compile(r'^model_checkpoint_path:\s*"((?:[^"\\]|\\.)*)"\s*$')
+"""The state file's line naming the checkpoint to restore (its `all_model_checkpoint_paths` lines list the rest)."""
 
 
 def _gfile(path: str) -> Any:
@@ -85,8 +86,8 @@ def newest_saved_step(model_dir: str) -> int | None:
     names = listdir(model_dir)
     on_disk = {name[:-len(".index")] for name in names if name.endswith(".index")}
     named = _named_in_state_file(model_dir) if "checkpoint" in names else None
-    if named is not None and os.path.basename(named) in on_disk and _step(named) is not None:
-        return _step(named)
+    if named is not None and os.path.basename(named) in on_disk and (step := _step(named)) is not None:
+        return step
     steps = [step for name in on_disk if (step := _step(name)) is not None]
     return max(steps, default=None)
 
@@ -99,8 +100,7 @@ def _named_in_state_file(model_dir: str) -> str | None:
     except (OSError, UnicodeDecodeError):
         return None
     for line in text.splitlines():
-        match = _STATE_ENTRY.match(line.strip())
-        if match and line.strip().startswith("model_checkpoint_path"):
+        if match := _NAMED.match(line.strip()):
             return match.group(1).encode().decode("unicode_escape")
     return None
 

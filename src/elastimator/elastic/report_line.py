@@ -96,8 +96,13 @@ def send_frame(sock: socket.socket, message: dict) -> None:
     _send_body(sock, json.dumps(message).encode("utf-8"))
 
 
+def frame(body: bytes) -> bytes:
+    """`body` as it goes on the line: its length (4 bytes, big-endian), then it."""
+    return _LENGTH.pack(len(body)) + body
+
+
 def _send_body(sock: socket.socket, body: bytes) -> None:
-    sock.sendall(_LENGTH.pack(len(body)) + body)
+    sock.sendall(frame(body))
 
 
 def read_frame(stream) -> dict:
@@ -109,13 +114,42 @@ def _read_body(stream) -> bytes:
     head = stream.read(_LENGTH.size)
     if len(head) < _LENGTH.size:
         raise FrameError("the connection closed")
-    (length,) = _LENGTH.unpack(head)
-    if length > MAX_FRAME_BYTES:
-        raise FrameError(f"a frame of {length} bytes; the limit is {MAX_FRAME_BYTES}")
+    length = _body_length(head)
     body = stream.read(length)
     if len(body) < length:
         raise FrameError("the connection closed mid-frame")
     return body
+
+
+def _body_length(received) -> int:
+    """The length a frame's first 4 bytes give; FrameError past MAX_FRAME_BYTES."""
+    (length,) = _LENGTH.unpack_from(received)
+    if length > MAX_FRAME_BYTES:
+        raise FrameError(f"a frame of {length} bytes; the limit is {MAX_FRAME_BYTES}")
+    return length
+
+
+class FrameBuffer:
+    """What a non-blocking connection has received, handed out a whole frame's body at a time."""
+
+    __slots__ = ("_received",)
+
+    def __init__(self):
+        self._received = bytearray()
+
+    def add(self, chunk: bytes) -> None:
+        self._received += chunk
+
+    def next_body(self) -> bytes | None:
+        """The next whole frame's body received, or None; FrameError for one over MAX_FRAME_BYTES."""
+        if len(self._received) < _LENGTH.size:
+            return None
+        end = _LENGTH.size + _body_length(self._received)
+        if len(self._received) < end:
+            return None
+        body = bytes(self._received[_LENGTH.size:end])
+        del self._received[:end]
+        return body
 
 
 def _json_object(body: bytes) -> dict:
@@ -281,8 +315,8 @@ class ReportLineServer:
             chunk = connection.sock.recv(1 << 16)
             if not chunk:
                 raise FrameError("the connection closed")
-            connection.received += chunk
-            while (body := connection.next_body()) is not None:
+            connection.received.add(chunk)
+            while (body := connection.received.next_body()) is not None:
                 self._frame(connection, body)
                 if connection.closing or connection.sock not in self._connections:
                     break
@@ -323,8 +357,9 @@ class ReportLineServer:
              **({"ring": connection.ring is not None} if "ring" in hello else {})}).encode("utf-8"))
 
     def _send(self, connection: "_Connection", body: bytes) -> None:
-        connection.unsent += _LENGTH.pack(len(body)) + body
-        if len(connection.unsent) == _LENGTH.size + len(body):  # nothing was waiting: send now
+        waiting = bool(connection.unsent)
+        connection.unsent += frame(body)
+        if not waiting:  # nothing was waiting: send now
             self._flush(connection)
 
     def _flush(self, connection: "_Connection") -> None:
@@ -385,7 +420,7 @@ class _Connection:
     def __init__(self, sock: socket.socket, hello_by: float):
         self.sock = sock
         self.hello_by = hello_by
-        self.received = bytearray()
+        self.received = FrameBuffer()
         self.unsent = bytearray()
         self.events = selectors.EVENT_READ
         self.worker: str | None = None
@@ -395,20 +430,6 @@ class _Connection:
         self.ring: RingReader | None = None
         self.closing = False
         """Close once what is unsent has gone (a refused hello)."""
-
-    def next_body(self) -> bytes | None:
-        """The next whole frame's body received, or None; FrameError for one over MAX_FRAME_BYTES."""
-        if len(self.received) < _LENGTH.size:
-            return None
-        (length,) = _LENGTH.unpack_from(self.received)
-        if length > MAX_FRAME_BYTES:
-            raise FrameError(f"a frame of {length} bytes; the limit is {MAX_FRAME_BYTES}")
-        end = _LENGTH.size + length
-        if len(self.received) < end:
-            return None
-        body = bytes(self.received[_LENGTH.size:end])
-        del self.received[:end]
-        return body
 
 
 class ReportLine:

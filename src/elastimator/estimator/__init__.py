@@ -5,7 +5,8 @@ use is named here, and they import it from here, never from the engine's modules
 from them. Names load on first use (as `elastimator`'s own do), so importing one does not build the rest.
 
 * the API objects: `Estimator`, `EstimatorSpec`, `RunConfig`, `TaskType`, `ModeKeys`, `tf_variable`,
-  `is_collective` (whether a strategy spans processes);
+  `is_collective` (whether a strategy spans processes), `with_logical_devices` (a session config that sees
+  the process's logical devices);
 * calling user code: `fn_args`, `check_model_fn`, `call_model_fn`, `check_hooks`, `dataset_element`;
 * a training step, as hooks see it: `TrainingStep`, `StepHook`, `StepInput`, `step_after_call`, `plan_gate`;
 * checkpoints and exports: `CheckpointDir`, `ResumePoint`, `global_step_of`, `checkpoint_damage`, `make_saver`,
@@ -24,6 +25,7 @@ _FACE = {
     "RunConfig": ("contract.run_config", "RunConfig"),
     "TaskType": ("contract.run_config", "TaskType"),
     "is_collective": ("contract.run_config", "is_collective"),
+    "with_logical_devices": ("contract.run_config", "with_logical_devices"),
     "ModeKeys": ("contract.mode_keys", "ModeKeys"),
     "fn_args": ("graph.calls", "fn_args"),
     "check_model_fn": ("graph.calls", "check_model_fn"),

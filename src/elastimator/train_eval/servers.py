@@ -23,8 +23,7 @@ import tensorflow as tf
 
 from elastimator._network import reachable_within
 from elastimator.errors import ClusterError
-from elastimator.estimator import RunConfig, TaskType, is_collective
-from elastimator.estimator.contract.run_config import with_logical_devices
+from elastimator.estimator import RunConfig, TaskType, is_collective, with_logical_devices
 
 logger = logging.getLogger("elastimator")
 CHIEF_TOKEN, WORKER_TOKEN = 0, 1
