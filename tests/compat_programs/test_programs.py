@@ -28,11 +28,17 @@ REFERENCE = json.loads((HERE / "reference_tf215.json").read_text())
 pytestmark = pytest.mark.integration
 
 
+def _alone(env: dict) -> dict:
+    """`env` without a cluster: each program runs as one process, whatever an earlier test in this pytest process
+    left in its environment (EasyRec shards its input by TF_CONFIG's workers)."""
+    return {key: value for key, value in env.items() if key != "TF_CONFIG"}
+
+
 def run_program(name: str, tmp_path: Path, **env: str) -> dict:
     program = HERE / "programs" / f"{name}.py"
     result = subprocess.run([sys.executable, "-m", "elastimator.compat", str(program), str(tmp_path / "model")],
                             capture_output=True, text=True, timeout=600,
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **env))
+                            env=_alone(dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **env)))
     assert result.returncode == 0, result.stderr[-4000:]
     return result_of(result.stdout)
 
