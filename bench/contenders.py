@@ -6,8 +6,9 @@ tf_estimator (run it with TF 2.15 + tensorflow-estimator) | keras_fit | tf_funct
 
 Prints one JSON line: train examples/s (after the warm-up steps), time to first
 step, checkpoint save time, export time, evaluate and predict examples/s (a whole
-call, as a user waits for it), peak RSS (for the estimators, up to the end of the
-export, before elastimator's warm Predictor, whose own peak is reported apart), and
+call, as a user waits for it; then again after AGAIN_STEPS more training steps, as
+a round of train_and_evaluate or a scoring job calls them), peak RSS (for the estimators, up to the end of the
+second calls, before elastimator's warm Predictor, whose own peak is reported apart), and
 the RSS right after `import tensorflow`, which every contender does first, as
 programs do: peak RSS minus that is what the framework itself holds. Everything trains the DeepFM-like model of deepfm.py on
 the same synthetic batches.
@@ -35,6 +36,10 @@ def rss_mb() -> float:
     """The process's resident memory now, in MiB."""
     with open("/proc/self/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024
+
+
+AGAIN_STEPS = 20
+"""Training steps between a verb's first call and its second (a new checkpoint for the second to read)."""
 
 
 class Clock:
@@ -146,6 +151,21 @@ def _estimator(est, args, model_dir: str, own_hook: bool = False, **config) -> d
     result = {"train_examples_per_sec": clock.rate(args.batch_size),
               "time_to_first_step_secs": clock.first - clock.start, "checkpoint_save_secs": saves[-1],
               "export_secs": export_secs, "eval_examples_per_sec": eval_rate, "predict_examples_per_sec": predict_rate}
+    # A round of train_and_evaluate, or of a scoring job: more training (a new checkpoint), then the same verbs
+    # again, each given its input_fn anew.
+    estimator.train(lambda: deepfm.dataset(args.batch_size), steps=AGAIN_STEPS)
+    started = time.perf_counter()
+    estimator.evaluate(lambda: deepfm.dataset(args.batch_size, args.eval_batches))
+    result["eval_again_examples_per_sec"] = examples / (time.perf_counter() - started)
+    started = time.perf_counter()
+    for _ in estimator.predict(lambda: deepfm.dataset(args.batch_size, args.eval_batches).map(lambda f, l: f),
+                               yield_single_examples=False):
+        pass
+    result["predict_again_examples_per_sec"] = examples / (time.perf_counter() - started)
+    started = time.perf_counter()
+    for _ in estimator.predict(lambda: deepfm.dataset(args.batch_size, args.eval_batches).map(lambda f, l: f)):
+        pass  # one dict per example, the call's default
+    result["predict_single_again_examples_per_sec"] = examples / (time.perf_counter() - started)
     # Peak memory over the work every estimator contender does; the warm Predictor (elastimator's only) holds a
     # graph and session of its own on top, reported apart.
     result["peak_rss_mb"] = peak_rss_mb()
@@ -263,9 +283,18 @@ def keras_fit(args, model_dir):
     save_secs = time.perf_counter() - started
     started = time.perf_counter()
     model.export(os.path.join(model_dir, "export"), verbose=False)
+    export_secs = time.perf_counter() - started
+    model.fit(deepfm.dataset(args.batch_size, AGAIN_STEPS), epochs=1, verbose=0)
+    started = time.perf_counter()
+    model.evaluate(deepfm.dataset(args.batch_size, args.eval_batches), verbose=0)
+    eval_again = examples / (time.perf_counter() - started)
+    started = time.perf_counter()
+    model.predict(deepfm.dataset(args.batch_size, args.eval_batches).map(lambda f, l: f), verbose=0)
+    predict_again = examples / (time.perf_counter() - started)
     return {"train_examples_per_sec": clock.rate(args.batch_size), "time_to_first_step_secs": clock.first - clock.start,
-            "checkpoint_save_secs": save_secs, "export_secs": time.perf_counter() - started,
-            "eval_examples_per_sec": eval_rate, "predict_examples_per_sec": predict_rate}
+            "checkpoint_save_secs": save_secs, "export_secs": export_secs,
+            "eval_examples_per_sec": eval_rate, "predict_examples_per_sec": predict_rate,
+            "eval_again_examples_per_sec": eval_again, "predict_again_examples_per_sec": predict_again}
 
 
 def tf_function(args, model_dir):
@@ -286,6 +315,31 @@ def tf_function(args, model_dir):
         train_step(features, labels).numpy()
         clock.step()
     examples = args.eval_batches * args.batch_size
+    eval_rate, predict_rate = _tf_function_verbs(predict_step, args, examples)
+    started = time.perf_counter()
+    tf.train.Checkpoint(model=model).save(os.path.join(model_dir, "ckpt"))
+    save_secs = time.perf_counter() - started
+    signature = predict_step.get_concrete_function({
+        "dense": tf.TensorSpec([None, deepfm.NUM_DENSE], tf.float32),
+        "ids": tf.TensorSpec([None, deepfm.NUM_SPARSE], tf.int64)})
+    started = time.perf_counter()
+    tf.saved_model.save(model, os.path.join(model_dir, "export"), signatures=signature)
+    export_secs = time.perf_counter() - started
+    for features, labels in deepfm.dataset(args.batch_size, AGAIN_STEPS):
+        train_step(features, labels).numpy()
+    eval_again, predict_again = _tf_function_verbs(predict_step, args, examples)
+    return {"train_examples_per_sec": clock.rate(args.batch_size), "time_to_first_step_secs": clock.first - clock.start,
+            "checkpoint_save_secs": save_secs, "export_secs": export_secs,
+            "eval_examples_per_sec": eval_rate, "predict_examples_per_sec": predict_rate,
+            "eval_again_examples_per_sec": eval_again, "predict_again_examples_per_sec": predict_again}
+
+
+def _tf_function_verbs(predict_step, args, examples: int) -> tuple[float, float]:
+    """Examples/s of an AUC over the eval batches and of predicting them, with a hand-written loop."""
+    import tensorflow as tf
+
+    import deepfm
+
     auc = tf.keras.metrics.AUC()
     started = time.perf_counter()
     for features, labels in deepfm.dataset(args.batch_size, args.eval_batches):
@@ -295,18 +349,7 @@ def tf_function(args, model_dir):
     started = time.perf_counter()
     for features, _ in deepfm.dataset(args.batch_size, args.eval_batches):
         predict_step(features).numpy()
-    predict_rate = examples / (time.perf_counter() - started)
-    started = time.perf_counter()
-    tf.train.Checkpoint(model=model).save(os.path.join(model_dir, "ckpt"))
-    save_secs = time.perf_counter() - started
-    signature = predict_step.get_concrete_function({
-        "dense": tf.TensorSpec([None, deepfm.NUM_DENSE], tf.float32),
-        "ids": tf.TensorSpec([None, deepfm.NUM_SPARSE], tf.int64)})
-    started = time.perf_counter()
-    tf.saved_model.save(model, os.path.join(model_dir, "export"), signatures=signature)
-    return {"train_examples_per_sec": clock.rate(args.batch_size), "time_to_first_step_secs": clock.first - clock.start,
-            "checkpoint_save_secs": save_secs, "export_secs": time.perf_counter() - started,
-            "eval_examples_per_sec": eval_rate, "predict_examples_per_sec": predict_rate}
+    return eval_rate, examples / (time.perf_counter() - started)
 
 
 CONTENDERS = {"elastimator": elastimator, "elastimator_unfused": elastimator_unfused,

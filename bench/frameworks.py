@@ -22,10 +22,12 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from contenders import AGAIN_STEPS  # noqa: E402
 from report import add_timed_run_arguments  # noqa: E402
 TF215_VENV = os.path.join(HERE, ".venv-tf215")
 TF215_PACKAGES = ["tensorflow-cpu==2.15.1", "tensorflow-estimator==2.15.0"]
 METRICS = ("train_examples_per_sec", "eval_examples_per_sec", "predict_examples_per_sec",
+           "eval_again_examples_per_sec", "predict_again_examples_per_sec", "predict_single_again_examples_per_sec",
            "warm_predict_examples_per_sec", "time_to_first_step_secs", "checkpoint_save_secs", "export_secs",
            "peak_rss_mb", "rss_after_import_mb", "own_peak_rss_mb", "peak_rss_with_warm_predictor_mb")
 CONTENDERS = ("elastimator", "elastimator_unfused", "elastimator_one_step", "elastimator_own_hook",
@@ -37,8 +39,26 @@ TARGETS = {  # (numerator, denominator, metric, at least): issue 18's targets, d
     "elastimator warm Predictor / tf_estimator predict": ("elastimator", "tf_estimator",
                                                           ("warm_predict_examples_per_sec", "predict_examples_per_sec"),
                                                           2.0),
-    "elastimator / tf_estimator predict (both a whole predict call)": ("elastimator", "tf_estimator",
-                                                                        "predict_examples_per_sec", None),
+    # Issue 61: whole calls of evaluate and predict, the first of the process and a second one after more
+    # training (elastimator keeps the graph: estimator/loops/warm_graphs.py; Keras keeps its traced functions).
+    "elastimator / tf_estimator evaluate (first call)": ("elastimator", "tf_estimator", "eval_examples_per_sec", 1.5),
+    "elastimator / keras_fit evaluate (first call)": ("elastimator", "keras_fit", "eval_examples_per_sec", 1.0),
+    "elastimator / tf_estimator evaluate (second call)": ("elastimator", "tf_estimator", "eval_again_examples_per_sec",
+                                                          1.5),
+    "elastimator / keras_fit evaluate (second call)": ("elastimator", "keras_fit", "eval_again_examples_per_sec", 1.0),
+    "elastimator / tf_estimator predict (first call)": ("elastimator", "tf_estimator", "predict_examples_per_sec",
+                                                        1.5),
+    "elastimator / keras_fit predict (first call)": ("elastimator", "keras_fit", "predict_examples_per_sec", 1.0),
+    "elastimator / tf_estimator predict (second call)": ("elastimator", "tf_estimator",
+                                                         "predict_again_examples_per_sec", 1.5),
+    "elastimator / keras_fit predict (second call)": ("elastimator", "keras_fit", "predict_again_examples_per_sec",
+                                                      1.0),
+    "elastimator / tf_estimator predict one example at a time (second call)": (
+        "elastimator", "tf_estimator", "predict_single_again_examples_per_sec", 1.5),
+    "elastimator per example / per batch (second predict call)": (
+        "elastimator", "elastimator", ("predict_single_again_examples_per_sec", "predict_again_examples_per_sec"),
+        None),
+
     "elastimator_unfused / tf_estimator train": ("elastimator_unfused", "tf_estimator", "train_examples_per_sec", None),
     "elastimator_one_step / tf_estimator train": ("elastimator_one_step", "tf_estimator", "train_examples_per_sec",
                                                   None),
@@ -64,10 +84,36 @@ def tf215_python(explicit: str | None) -> str:
     return python
 
 
+def gpus_seen(python: str) -> int:
+    """How many GPUs the TensorFlow of `python` sees."""
+    probe = "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))"
+    out = subprocess.run([python, "-c", probe], capture_output=True, text=True, timeout=900,
+                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    lines = out.stdout.split()
+    return int(lines[-1]) if out.returncode == 0 and lines else 0
+
+
+def check_device(device: str, pythons: dict[str, str]) -> None:
+    """Refuses a GPU run where a contender's TensorFlow sees no GPU: nothing would be measured on one."""
+    if device != "gpu":
+        return
+    for python in sorted(set(pythons.values())):
+        if gpus_seen(python) == 0:
+            users = ", ".join(name for name, p in pythons.items() if p == python)
+            raise SystemExit(
+                f"--device gpu: the TensorFlow of {python} (contenders {users}) sees no GPU "
+                "(tf.config.list_physical_devices('GPU') is empty), so nothing was run. Run on a machine with a CUDA "
+                "GPU and TensorFlow's GPU build (pip install 'tensorflow[and-cuda]'; for tf.estimator 2.15, "
+                "--tf215-python of a tensorflow==2.15.1 environment that sees it), or leave out --device gpu to "
+                "measure on the CPU.")
+
+
 def run_contender(python: str, name: str, args) -> dict:
     command = [python, os.path.join(HERE, "contenders.py"), name, "--batch-size", str(args.batch_size),
                "--steps", str(args.steps), "--warmup", str(args.warmup), "--eval-batches", str(args.eval_batches)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    if args.device == "cpu":
+        env["CUDA_VISIBLE_DEVICES"] = ""  # a machine's GPU, if it has one, stays out of a CPU run
     out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
     line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
     if out.returncode != 0 or line is None:
@@ -75,12 +121,15 @@ def run_contender(python: str, name: str, args) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
-MEMORY = {  # (numerator, denominator, metric, at most)
+MEMORY = {  # (numerator, denominator, metric, at most): memory, and time to the first step
     # Issue 51: what the framework holds beyond `import tensorflow` (TF 2.21 imports Keras 3 and more than 2.15).
     "elastimator / tf_estimator peak RSS beyond import": ("elastimator", "tf_estimator", "own_peak_rss_mb", 1.0),
     "elastimator_own_hook / tf_estimator peak RSS beyond import": ("elastimator_own_hook", "tf_estimator",
                                                                    "own_peak_rss_mb", 1.0),
     "elastimator / tf_estimator peak RSS (whole process)": ("elastimator", "tf_estimator", "peak_rss_mb", None),
+    # Issue 61: the first step comes no later than tf.estimator's.
+    "elastimator / tf_estimator time to the first step": ("elastimator", "tf_estimator", "time_to_first_step_secs",
+                                                          1.0),
 }
 
 
@@ -128,9 +177,11 @@ def write(result: dict, out: str) -> None:
         f.write(
             f"# Frameworks side by side\n\n{result['model']}; batch {result['batch_size']}, {result['steps']} "
             f"train steps ({result['warmup']} warm-up steps not timed), {result['eval_batches']} eval and predict "
-            f"batches per call; median of {result['runs']} interleaved runs, each contender in its own process, "
+            f"batches per call (the `again` columns: a second call after {AGAIN_STEPS} more training steps, each "
+            f"given its input_fn anew), on the {result.get('device', 'cpu').upper()}; median of {result['runs']} "
+            "interleaved runs, each contender in its own process, "
             "which imports TensorFlow first (own_peak_rss_mb: peak RSS minus the RSS right after that import; "
-            "an estimator's peak is taken after its export, before elastimator's warm Predictor, whose "
+            "an estimator's peak is taken after its second calls, before elastimator's warm Predictor, whose "
             "process peak is peak_rss_with_warm_predictor_mb).\n"
             f"Machine: {result['machine']}.\n\n" + header + rows
             + "\nA ratio is of the medians; the range is the least and greatest ratio within one round.\n\n"
@@ -145,11 +196,14 @@ def main(argv=None) -> dict:
     parser.add_argument("--tf215-python", help="Python of an existing TF 2.15 + tensorflow-estimator environment")
     parser.add_argument("--skip-tf-estimator", action="store_true", help="leave out tf.estimator 2.15")
     parser.add_argument("--only", nargs="+", choices=CONTENDERS, help="run these contenders only")
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                        help="where the models run: cpu (GPUs hidden) or gpu (refused where TensorFlow sees none)")
     args = parser.parse_args(argv)
     pythons = {name: sys.executable for name in CONTENDERS if name != "tf_estimator"}
     if not args.skip_tf_estimator:
         pythons["tf_estimator"] = tf215_python(args.tf215_python)
     order = [n for n in CONTENDERS if n in pythons and (not args.only or n in args.only)]
+    check_device(args.device, {name: pythons[name] for name in order})
     runs: dict[str, list[dict]] = {name: [] for name in order}
     for _ in range(args.runs):
         for name in order:
@@ -158,7 +212,7 @@ def main(argv=None) -> dict:
         "benchmark": "frameworks",
         "model": "DeepFM-like: 13 dense + 26 hashed categorical (10k buckets each), embedding 8, FM + MLP 64-32, Adam",
         "batch_size": args.batch_size, "steps": args.steps, "warmup": args.warmup,
-        "eval_batches": args.eval_batches, "runs": args.runs,
+        "eval_batches": args.eval_batches, "runs": args.runs, "device": args.device,
         "versions": {name: results[0]["tensorflow"] for name, results in runs.items()},
         "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}",
         "all_runs": runs,

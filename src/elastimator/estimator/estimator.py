@@ -17,6 +17,7 @@ from elastimator.estimator.contract.warm_start import WarmStartSettings
 from elastimator.estimator.graph import calls
 from elastimator.estimator.loops import evaluate_loop, predict_loop, train_loop
 from elastimator.estimator.loops.predictor import Predictor
+from elastimator.estimator.loops.warm_graphs import WarmGraphs
 from elastimator.estimator.private_members import PrivateMembers
 from elastimator.estimator.saving import checkpoints, exporting
 
@@ -74,6 +75,8 @@ class Estimator(PrivateMembers):
         self._config = config.replace(model_dir=model_dir)
         self._model_dir = model_dir
         self._warm_start = WarmStartSettings.of(warm_start_from)
+        self._warm_graphs = WarmGraphs()
+        """Evaluation and prediction graphs kept for the next call (`RunConfig.reuse_graphs`)."""
         self.last_train_loss: float | None = None
         """Loss of the last step the most recent `train` call ran (None before any)."""
 

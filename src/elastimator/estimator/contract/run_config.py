@@ -127,6 +127,11 @@ class RunConfig:
     (elastimator.estimator.step.multi_step). None (the default): up to 20 steps per call, each call about 0.2 s, when
     every hook acts on the global step rather than on calls and the process trains alone (not in a cluster);
     else 1 (elastimator.estimator.step.steps_per_call)."""
+    reuse_graphs: bool = True
+    """`evaluate` and `predict` keep their graph and session for the next call of the same mode, where nothing the
+    model is built from changed: the input_fn is called every call, the model_fn once per kept graph, and the
+    newest checkpoint is restored into it (elastimator.estimator.loops.warm_graphs). False builds every call's graph
+    afresh, as tf.estimator did."""
     tf_config: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False)
     """TF_CONFIG as a dict; None reads the environment variable once, here."""
     cluster: ClusterInfo = dataclasses.field(init=False, repr=False, compare=False)
@@ -153,8 +158,9 @@ class RunConfig:
             raise ConfigError(
                 f"RunConfig: keep_checkpoint_every_n_hours must be > 0; got {self.keep_checkpoint_every_n_hours}."
             )
-        if not isinstance(self.fuse_sparse_updates, bool):
-            raise ConfigError(f"RunConfig: fuse_sparse_updates must be a bool; got {self.fuse_sparse_updates!r}.")
+        for name in ("fuse_sparse_updates", "reuse_graphs"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"RunConfig: {name} must be a bool; got {getattr(self, name)!r}.")
         steps = self.steps_per_execution
         if steps is not None and not is_int(steps, minimum=1):
             raise ConfigError(f"RunConfig: steps_per_execution must be an int >= 1, or None to size calls "

@@ -75,10 +75,10 @@ class DatasetInitializerHook(tf.compat.v1.train.SessionRunHook):
     """Starts a dataset iterator (a strategy's distributed one too) when the session is created."""
 
     def __init__(self, iterator):
-        self._iterator = iterator
+        self.iterator = iterator
 
     def begin(self):
-        self._initializer = self._iterator.initializer
+        self._initializer = self.iterator.initializer
 
     def after_create_session(self, session, coord):
         del coord

@@ -13,7 +13,7 @@ from elastimator._validate import is_int
 from elastimator.errors import CheckpointError, ConfigError
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.graph import model_graph, replicas
-from elastimator.estimator.loops import hooked_session, sessions
+from elastimator.estimator.loops import hooked_session, sessions, warm_graphs
 from elastimator.estimator.loops import hooks as engine_hooks
 from elastimator.estimator.saving import checkpoints
 
@@ -75,6 +75,28 @@ def evaluate(
     user_hooks = engine_hooks.check_hooks("hooks", hooks)
     model_dir, config = estimator.model_dir, estimator.config
     checkpoint = checkpoints.resolve_for_reading(checkpoint_path, model_dir, "evaluating")
+    graphs = warm_graphs.graphs_of(estimator) if not user_hooks and checkpoint else None
+    key = warm_graphs.key_of(estimator, ModeKeys.EVAL) if graphs else ()
+    warm = graphs.take(ModeKeys.EVAL, key) if graphs else None
+    if warm is not None and warm_graphs.start(warm, estimator, input_fn, checkpoint):
+        results, batches = _evaluate_kept(graphs, warm, steps)
+    else:
+        results, batches = _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, graphs, key)
+    shown = {k: v for k, v in sorted(results.items()) if not isinstance(v, bytes)}
+    step = int(results[GLOBAL_STEP_KEY])
+    logger.info("Evaluation at global step %d of %s over %d batches: %s", step, _describe(checkpoint, step), batches,
+                ", ".join(f"{k} = {_short(v)}" for k, v in shown.items() if k != GLOBAL_STEP_KEY))
+    # What tf.estimator logged, through TensorFlow's logger, for programs that read or grep it: numpy's own
+    # digits (float32's shortest, as 2.15 printed them).
+    tf.compat.v1.logging.info("Saving dict for global step %d: %s", step,
+                              ", ".join(f"{k} = {v}" for k, v in shown.items()))
+    write_eval_summaries(eval_dir(model_dir, name), step, results, checkpoint)
+    return results  # numpy values, as tf.estimator returned them
+
+
+def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, graphs, key) -> tuple[dict, int]:
+    """Builds the evaluation graph and runs it in a monitored session, or keeps it (`warm_graphs`)."""
+    config = estimator.config
     with tf.Graph().as_default():
         strategy = config.eval_distribute
         if replicas.replicas_of(strategy) > 1:
@@ -87,28 +109,45 @@ def evaluate(
         update = tf.group(*(update for _, update in metrics.values()), name="eval_update")
         values = {key: value for key, (value, _) in metrics.items()}
         values[GLOBAL_STEP_KEY] = built.global_step
+        scaffold = sessions.evaluation_scaffold(spec, config)
+        if graphs is not None and warm_graphs.keepable(built, spec.evaluation_hooks, checkpoint,
+                                                       config.evaluation_master, [update, values],
+                                                       seeded=config.tf_random_seed is not None):
+            warm = warm_graphs.keep(estimator, ModeKeys.EVAL, key, built, scaffold, checkpoint,
+                                    config.evaluation_master, (update, values))
+            return _evaluate_kept(graphs, warm, steps)
         final = tf.compat.v1.train.FinalOpsHook(values)
         all_hooks = list(built.input_hooks) + user_hooks + list(spec.evaluation_hooks) + [final]
         if steps is not None:
             all_hooks.append(engine_hooks.StopAfterStepsHook(steps))
         creator = sessions.restoring_session_creator(spec, config, checkpoint, config.evaluation_master,
-                                                     scaffold=sessions.evaluation_scaffold(spec, config))
+                                                     scaffold=scaffold)
         batches = 0
         with hooked_session.ReusingMonitoredSession(creator, all_hooks) as session:
             while not session.should_stop():
                 session.run(update)
                 batches += 1
-        results = dict(final.final_ops_values)
-    shown = {k: v for k, v in sorted(results.items()) if not isinstance(v, bytes)}
-    step = int(results[GLOBAL_STEP_KEY])
-    logger.info("Evaluation at global step %d of %s over %d batches: %s", step, _describe(checkpoint, step), batches,
-                ", ".join(f"{k} = {_short(v)}" for k, v in shown.items() if k != GLOBAL_STEP_KEY))
-    # What tf.estimator logged, through TensorFlow's logger, for programs that read or grep it: numpy's own
-    # digits (float32's shortest, as 2.15 printed them).
-    tf.compat.v1.logging.info("Saving dict for global step %d: %s", step,
-                              ", ".join(f"{k} = {v}" for k, v in shown.items()))
-    write_eval_summaries(eval_dir(model_dir, name), step, results, checkpoint)
-    return results  # numpy values, as tf.estimator returned them
+        return dict(final.final_ops_values), batches
+
+
+def _evaluate_kept(graphs, warm, steps: int | None) -> tuple[dict, int]:
+    """Runs an evaluation in a kept graph (its input started, its checkpoint restored), then keeps it again."""
+    update, values = warm.fetches
+    batches = 0
+    try:
+        run = warm.session.make_callable(update)
+        while steps is None or batches < steps:
+            try:
+                run()
+            except tf.errors.OutOfRangeError:
+                break
+            batches += 1
+        results = warm.session.run(values)
+    except BaseException:
+        warm.session.close()
+        raise
+    graphs.give_back(warm)
+    return results, batches
 
 
 def _describe(checkpoint: str | None, step: int) -> str:

@@ -9,7 +9,7 @@ import tensorflow as tf
 from elastimator.errors import ModelFnError
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.graph import model_graph
-from elastimator.estimator.loops import hooked_session, sessions
+from elastimator.estimator.loops import hooked_session, sessions, warm_graphs
 from elastimator.estimator.loops import hooks as engine_hooks
 from elastimator.estimator.saving import checkpoints
 
@@ -54,21 +54,71 @@ def predict(
 ) -> Iterator:
     """Yields predictions for every example (or batch) `input_fn` produces."""
     user_hooks = engine_hooks.check_hooks("hooks", hooks)
-    model_dir, config = estimator.model_dir, estimator.config
-    checkpoint = checkpoints.resolve_for_reading(checkpoint_path, model_dir, "predicting")
+    checkpoint = checkpoints.resolve_for_reading(checkpoint_path, estimator.model_dir, "predicting")
+    graphs = warm_graphs.graphs_of(estimator) if not user_hooks and checkpoint else None
+    key = warm_graphs.key_of(estimator, ModeKeys.PREDICT, _named(predict_keys)) if graphs else ()
+    warm = graphs.take(ModeKeys.PREDICT, key) if graphs else None
+    if warm is not None and warm_graphs.start(warm, estimator, input_fn, checkpoint):
+        batches = _kept_batches(graphs, warm)
+    else:
+        batches = _batches_afresh(estimator, input_fn, predict_keys, user_hooks, checkpoint, graphs, key)
+    for batch in batches:
+        if yield_single_examples:
+            yield from _examples(batch)
+        else:
+            yield batch
+
+
+def _named(predict_keys) -> tuple | None:
+    return None if predict_keys is None else tuple([predict_keys] if isinstance(predict_keys, str) else predict_keys)
+
+
+def _examples(batch) -> Iterator:
+    """A batch's predictions one example at a time: rows of each array (a dict of them per example)."""
+    _batch_size(batch)
+    if not isinstance(batch, dict):
+        yield from batch
+        return
+    keys = list(batch)
+    for row in zip(*batch.values()):
+        yield dict(zip(keys, row))
+
+
+def _batches_afresh(estimator, input_fn, predict_keys, user_hooks, checkpoint, graphs, key) -> Iterator:
+    """Builds the prediction graph and yields its batches from a monitored session, or keeps it (`warm_graphs`)."""
+    config = estimator.config
     with tf.Graph().as_default():
         built = model_graph.build_for(estimator, ModeKeys.PREDICT, input_fn)
         predictions = select(built.spec.predictions, predict_keys)
-        creator = sessions.restoring_session_creator(built.spec, config, checkpoint, config.master)
+        scaffold = sessions.make_scaffold(built.spec, config)
+        if graphs is not None and warm_graphs.keepable(built, built.spec.prediction_hooks, checkpoint, config.master,
+                                                       predictions, seeded=config.tf_random_seed is not None):
+            warm = warm_graphs.keep(estimator, ModeKeys.PREDICT, key, built, scaffold, checkpoint, config.master,
+                                    predictions)
+            yield from _kept_batches(graphs, warm)
+            return
+        creator = sessions.restoring_session_creator(built.spec, config, checkpoint, config.master, scaffold)
         all_hooks = list(built.input_hooks) + user_hooks + list(built.spec.prediction_hooks)
         with hooked_session.ReusingMonitoredSession(creator, all_hooks) as session:
             while not session.should_stop():
-                batch = session.run(predictions)
-                if not yield_single_examples:
-                    yield batch
-                    continue
-                for i in range(_batch_size(batch)):
-                    if isinstance(batch, dict):
-                        yield {key: value[i] for key, value in batch.items()}
-                    else:
-                        yield batch[i]
+                yield session.run(predictions)
+
+
+def _kept_batches(graphs, warm) -> Iterator:
+    """Yields the batches of a kept graph (its input started, its checkpoint restored), then keeps it again; so
+    does a caller that stops reading early."""
+    try:
+        run = warm.session.make_callable(warm.fetches)
+        while True:
+            try:
+                batch = run()
+            except tf.errors.OutOfRangeError:
+                break
+            yield batch
+    except GeneratorExit:
+        graphs.give_back(warm)
+        raise
+    except BaseException:
+        warm.session.close()
+        raise
+    graphs.give_back(warm)

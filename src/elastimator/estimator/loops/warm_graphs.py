@@ -1,0 +1,273 @@
+"""Evaluation and prediction graphs kept between calls.
+
+tf.estimator built a fresh graph and session for every `evaluate` and `predict`
+call: input_fn, model_fn, the scaffold's savers and checks, a session, a restore.
+For a DeepFM that is most of a 50-batch call (bench/results/frameworks.md), paid
+again by every evaluation of `train_and_evaluate` and every scoring call.
+
+Here the first call of a mode keeps its graph and session (`WarmGraph`). A later
+call of that mode, where nothing the model is built from changed, reuses them:
+
+- `input_fn` is called again, every call, as before (a glob of new files, a
+  Python-side choice of data, all as in tf.estimator); its dataset starts the
+  kept iterator when it yields exactly what the first one did (`element_spec`).
+- `model_fn` is not called again: the model was built from the same features,
+  labels, mode, params (equal) and config (the same object).
+- The checkpoint is restored into the kept session at every call (the newest,
+  or the one asked for), and the local variables (metrics) are reset.
+
+Only graphs whose calls would behave the same are kept: no hooks (the caller's,
+the spec's or an input's other than the dataset's own), no scaffold of the
+model's, one device and a local session, a checkpoint to restore, an estimator
+whose graphs come from its `model_fn` (a subclass that builds them through
+`_call_model_fn`, as AdaNet does, builds afresh), and, when `tf_random_seed` is
+set, no stateful random op among what the calls run (a fresh graph would draw
+the same numbers every call). Anything else runs as tf.estimator ran it.
+`RunConfig(reuse_graphs=False)` turns it off.
+
+A kept graph grows by each call's input pipeline, so it is rebuilt after
+`MAX_CALLS` calls. Two calls at once (two `predict` generators read in turn) do
+not share it: the second builds its own graph, as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from typing import Any, Callable, Iterable
+
+import tensorflow as tf
+from tensorflow.python.framework import op_def_registry  # is an op type stateful
+
+from elastimator import tensorflow_import
+from elastimator.estimator.contract.run_config import RunConfig
+from elastimator.estimator.graph import calls, model_graph
+
+MAX_CALLS = 64
+"""Calls a kept graph serves before it is built afresh (each adds its input pipeline's ops)."""
+
+
+@dataclasses.dataclass(eq=False)
+class WarmGraph:
+    """A mode's graph and session, kept for the next call."""
+
+    mode: str
+    key: tuple
+    graph: tf.Graph
+    session: tf.compat.v1.Session
+    iterator: Any
+    """The input iterator the model reads from; each call starts it on that call's dataset."""
+    saver: tf.compat.v1.train.Saver
+    reset: tf.Operation
+    """Initializes the local variables (the metrics' totals) again."""
+    fetches: Any
+    """What the verb runs (its own structure)."""
+    writes_model: bool
+    """Whether running `fetches` may change a global variable (then every call restores its checkpoint)."""
+    restored: tuple | None = None
+    """The checkpoint the session holds, as `_stamp` saw it."""
+    calls: int = 1
+
+
+class WarmGraphs:
+    """An Estimator's kept graphs, one per mode."""
+
+    def __init__(self):
+        self._kept: dict[str, WarmGraph] = {}
+        self._lock = threading.Lock()
+
+    def __reduce__(self):  # a copied (or pickled) Estimator starts with no kept graphs: sessions do not copy
+        return (WarmGraphs, ())
+
+    def take(self, mode: str, key: tuple) -> WarmGraph | None:
+        """The kept graph of `mode` if it was built under `key` and is free; the caller gives it back."""
+        with self._lock:
+            warm = self._kept.get(mode)
+            if warm is None or not _same(warm.key, key):
+                return None
+            del self._kept[mode]
+        if warm.calls >= MAX_CALLS:
+            warm.session.close()
+            return None
+        return warm
+
+    def give_back(self, warm: WarmGraph) -> None:
+        """Keeps `warm` for the next call of its mode (closing the one it replaces)."""
+        with self._lock:
+            replaced = self._kept.get(warm.mode)
+            self._kept[warm.mode] = warm
+        if replaced is not None and replaced is not warm:
+            replaced.session.close()
+
+    def close(self) -> None:
+        """Closes every kept session."""
+        with self._lock:
+            kept, self._kept = list(self._kept.values()), {}
+        for warm in kept:
+            warm.session.close()
+
+
+def graphs_of(estimator) -> WarmGraphs | None:
+    """The estimator's kept graphs, or None where its graphs are built afresh every call."""
+    graphs = getattr(estimator, "_warm_graphs", None)
+    if graphs is None or not estimator.config.reuse_graphs:
+        return None
+    if model_graph.model_fn_of(estimator) is not estimator.model_fn:
+        return None
+    return graphs
+
+
+def key_of(estimator, mode: str, *extra) -> tuple:
+    """What a kept graph of `mode` was built from: the model_fn, params (a copy), config, and the verb's
+    `extra`."""
+    return (estimator.model_fn, estimator._params_for(mode), estimator.config, *extra)  # pylint: disable=protected-access
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x is y:
+            continue
+        if isinstance(x, RunConfig):
+            return False  # the same config object, not an equal one: a config may hold a strategy or a function
+        try:
+            if not bool(x == y):
+                return False
+        except Exception:  # noqa: BLE001 - values that do not compare (arrays): not the same
+            return False
+    return True
+
+
+def keepable(built, other_hooks: Iterable, checkpoint: str | None, master: str, fetches, seeded: bool) -> bool:
+    """Whether a call's graph (just built, its session not made yet) can be kept for the next call."""
+    spec = built.spec
+    if checkpoint is None or master or built.replicas > 1 or spec.scaffold is not None or list(other_hooks):
+        return False
+    if len(built.input_hooks) != 1 or not isinstance(built.input_hooks[0], calls.DatasetInitializerHook):
+        return False
+    return not (seeded and _reach(fetches).draws_random_numbers)
+
+
+def keep(estimator, mode: str, key: tuple, built, scaffold, checkpoint: str, master: str, fetches) -> WarmGraph:
+    """Makes the session of a graph to keep: the scaffold's checks and restore, as a monitored session's, and the
+    input started. The caller runs it and then gives it back."""
+    graph = tf.compat.v1.get_default_graph()
+    reset = tf.compat.v1.local_variables_initializer()
+    iterator = built.input_hooks[0].iterator
+    start = iterator.initializer
+    creator = tf.compat.v1.train.ChiefSessionCreator(
+        scaffold=scaffold, master=master, config=estimator.config.effective_session_config(),
+        checkpoint_filename_with_path=checkpoint)
+    with tensorflow_import.quiet_first_session():
+        session = creator.create_session()
+    session.run(start)
+    return WarmGraph(mode=mode, key=key, graph=graph, session=session, iterator=iterator, saver=scaffold.saver,
+                     reset=reset, fetches=fetches, writes_model=_reach(fetches).writes_model,
+                     restored=_stamp(checkpoint))
+
+
+def start(warm: WarmGraph, estimator, input_fn: Callable, checkpoint: str) -> bool:
+    """Readies `warm` for a call: calls `input_fn` in its graph, restores `checkpoint` (unless the session holds
+    it unchanged and the calls change no model variable), resets the metrics and starts the input. False (the
+    graph then closed) when the input yields something else than the kept one did."""
+    graph, config = warm.graph, estimator.config
+    try:
+        graph._unsafe_unfinalize()  # pylint: disable=protected-access  (the call's input pipeline joins the graph)
+        try:
+            with graph.as_default(), model_graph.seeded(config.tf_random_seed):
+                result = calls.input_fn_result(input_fn, warm.mode, estimator._params_for(warm.mode), config)  # pylint: disable=protected-access
+                fits = isinstance(result, tf.data.Dataset) and result.element_spec == warm.iterator.element_spec
+                begin = warm.iterator.make_initializer(result) if fits else None
+        finally:
+            graph.finalize()
+        if begin is None:
+            warm.session.close()
+            return False
+        stamp = _stamp(checkpoint)
+        if warm.writes_model or stamp != warm.restored:
+            warm.restored = None
+            with graph.as_default():  # (outside a graph, a Saver restores eagerly)
+                warm.saver.restore(warm.session, checkpoint)
+            warm.restored = stamp
+        warm.session.run([warm.reset, begin])
+    except BaseException:
+        warm.session.close()
+        raise
+    warm.calls += 1
+    return True
+
+
+def _stamp(checkpoint: str) -> tuple:
+    """A checkpoint's path with its index file's size and modification time: a checkpoint written again under the
+    same name (a model_dir trained anew) stamps differently."""
+    try:
+        stat = os.stat(checkpoint + ".index")
+    except OSError:  # not a local file (a gs:// path): restore every call
+        return (checkpoint, object())
+    return (checkpoint, stat.st_size, stat.st_mtime_ns)
+
+
+_RANDOM = ("TruncatedNormal", "Multinomial", "ParameterizedTruncatedNormal")
+
+
+def _is_stateful_random(op_type: str) -> bool:
+    op_def = op_def_registry.get(op_type)
+    if op_def is None or not op_def.is_stateful:
+        return False
+    return "Random" in op_type or op_type.startswith("Stateful") or op_type in _RANDOM
+
+
+_WRITES = ("Assign", "ResourceApply", "ResourceSparseApply", "ResourceScatter", "ResourceStridedSliceAssign",
+           "ScatterUpdate", "ScatterAdd", "ScatterSub", "ScatterMul", "ScatterDiv", "ScatterMin", "ScatterMax")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Reach:
+    draws_random_numbers: bool
+    """A stateful random op runs (in the graph or in a function it calls)."""
+    writes_model: bool
+    """An op may change a global variable: a write to one, or a function call given one."""
+
+
+def _reach(fetches) -> _Reach:
+    """What running `fetches` in the current graph may do, from every op it runs and every function those call."""
+    graph = tf.compat.v1.get_default_graph()
+    model = {v.op for v in tf.compat.v1.global_variables()}
+    library = {f.signature.name: f for f in graph.as_graph_def().library.function}
+    random = writes = False
+    seen: set = set()
+    stack = [t if isinstance(t, tf.Operation) else t.op for t in tf.nest.flatten(fetches)]
+    functions: list[str] = []
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        random = random or _is_stateful_random(op.type)
+        called = _called(op.node_def)
+        functions.extend(called)
+        if any(t.op in model for t in op.inputs) and (called or op.type.startswith(_WRITES)):
+            writes = True
+        stack.extend([*op.control_inputs, *(t.op for t in op.inputs)])
+    done: set = set()
+    while functions and not random:
+        name = functions.pop()
+        if name in done or name not in library:
+            continue
+        done.add(name)
+        for node in library[name].node_def:
+            random = random or _is_stateful_random(node.op)
+            functions.extend(_called(node))
+    return _Reach(draws_random_numbers=random, writes_model=writes)
+
+
+def _called(node_def) -> list[str]:
+    """The functions a node calls (its function-valued attributes: an If's branches, a call's function)."""
+    names = []
+    for value in node_def.attr.values():
+        if value.HasField("func"):
+            names.append(value.func.name)
+        names.extend(f.name for f in value.list.func)
+    return names

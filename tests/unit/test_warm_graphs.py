@@ -1,0 +1,180 @@
+"""evaluate and predict keep their graph and session for the next call (estimator/loops/warm_graphs.py): the model is
+built once, the input_fn is called every call, the newest checkpoint is what the call reads, and anything whose
+calls could differ is built afresh, as tf.estimator built it."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import elastimator as est
+from elastimator.estimator.loops import warm_graphs
+from tests.helpers import linear_model_fn, train_input
+
+
+def counting(model_fn):
+    """`model_fn` with a list of the modes it was called in."""
+    modes = []
+
+    def model_fn_counted(features, labels, mode, params):
+        modes.append(mode)
+        return model_fn(features, labels, mode, params)
+
+    return model_fn_counted, modes
+
+
+def dataset_input(x, y=None, batch_size=64):
+    def input_fn():
+        features = {"x": x}
+        return tf.data.Dataset.from_tensor_slices((features, y) if y is not None else features).batch(batch_size)
+
+    return input_fn
+
+
+@pytest.fixture
+def counted(make_estimator, iris):
+    model_fn, modes = counting(linear_model_fn)
+    estimator = make_estimator(model_fn, save_checkpoints_steps=20)
+    estimator.train(train_input(*iris), steps=20)
+    return estimator, modes
+
+
+def fresh(estimator):
+    """An estimator over the same model_dir that builds every call afresh, as tf.estimator did."""
+    return est.Estimator(linear_model_fn, model_dir=estimator.model_dir, params=estimator.params,
+                         config=estimator.config.replace(reuse_graphs=False))
+
+
+def test_a_second_evaluation_builds_no_model_and_reads_the_newest_checkpoint(counted, iris):
+    estimator, modes = counted
+    x, y = iris
+    first = estimator.evaluate(dataset_input(x, y))
+    estimator.train(train_input(x, y), steps=20)  # a new checkpoint between the two evaluations
+    second = estimator.evaluate(dataset_input(x, y))
+    assert modes.count(est.ModeKeys.EVAL) == 1
+    assert first["global_step"] == 20 and second["global_step"] == 40
+    expected = fresh(estimator).evaluate(dataset_input(x, y))
+    assert second == pytest.approx(expected)
+    assert estimator.evaluate(dataset_input(x, y), steps=1) == pytest.approx(
+        fresh(estimator).evaluate(dataset_input(x, y), steps=1))  # the metrics start from zero every call
+
+
+def test_the_input_fn_runs_every_call_so_a_call_reads_the_data_of_its_time(counted, iris):
+    estimator, modes = counted
+    x, _ = iris
+    rows = {"x": x[:10]}
+    calls = []
+
+    def input_fn():  # reads the program's state when called, as a glob of new files would
+        calls.append(1)
+        return tf.data.Dataset.from_tensor_slices({"x": rows["x"]}).batch(4)
+
+    assert len(list(estimator.predict(input_fn))) == 10
+    rows["x"] = x[10:35]
+    predicted = list(estimator.predict(input_fn))
+    assert len(calls) == 2 and len(predicted) == 25 and modes.count(est.ModeKeys.PREDICT) == 1
+    expected = list(fresh(estimator).predict(input_fn))
+    for ours, theirs in zip(predicted, expected):
+        np.testing.assert_allclose(ours["probabilities"], theirs["probabilities"], rtol=1e-6)
+
+
+def test_a_prediction_read_halfway_or_alongside_another_leaves_every_call_whole(counted, iris):
+    estimator, modes = counted
+    x, _ = iris
+    whole = [p["classes"] for p in fresh(estimator).predict(dataset_input(x, batch_size=16))]
+    stopped = estimator.predict(dataset_input(x, batch_size=16))
+    next(stopped)
+    stopped.close()
+    assert [p["classes"] for p in estimator.predict(dataset_input(x, batch_size=16))] == whole
+    # Two predictions read in turn: the second does not take the first one's graph.
+    pairs = list(zip(estimator.predict(dataset_input(x, batch_size=16)), estimator.predict(dataset_input(x, batch_size=16))))
+    assert [a["classes"] for a, _ in pairs] == whole and [b["classes"] for _, b in pairs] == whole
+    assert modes.count(est.ModeKeys.PREDICT) == 2  # the first graph, and the one made beside it
+
+
+def test_input_of_another_shape_predict_keys_or_params_build_the_model_again(counted, iris):
+    estimator, modes = counted
+    x, _ = iris
+    list(estimator.predict(dataset_input(x, batch_size=16)))
+    list(estimator.predict(dataset_input(x[:50], batch_size=16)))  # other rows, the same element spec: kept
+    assert modes.count(est.ModeKeys.PREDICT) == 1
+    list(estimator.predict(lambda: tf.data.Dataset.from_tensor_slices({"x": x}).batch(16, drop_remainder=True)))
+    assert modes.count(est.ModeKeys.PREDICT) == 2  # a static batch size: another element spec
+    list(estimator.predict(dataset_input(x), predict_keys="classes"))
+    assert modes.count(est.ModeKeys.PREDICT) == 3
+
+
+@pytest.mark.parametrize("why", ["hook", "reuse_graphs=False", "_call_model_fn", "seeded random op", "queue input"])
+def test_calls_that_could_differ_build_afresh_every_time(make_estimator, iris, why):
+    x, y = iris
+    model_fn, modes = counting(linear_model_fn)
+    hooks = None
+    input_fn = dataset_input(x, y)
+    if why == "hook":
+        hooks = [tf.compat.v1.train.LoggingTensorHook({"step": "global_step"}, every_n_iter=100)]
+    if why == "seeded random op":  # a fresh seeded graph draws the same numbers every call; a kept one would not
+        def noisy(features, labels, mode, params):
+            features = {"x": features["x"] + tf.random.uniform(tf.shape(features["x"]), maxval=0.5)}
+            return model_fn(features, labels, mode, params)
+    estimator = make_estimator(noisy if why == "seeded random op" else model_fn,
+                               reuse_graphs=why != "reuse_graphs=False")
+    if why == "_call_model_fn":
+        class Growing(est.Estimator):  # as AdaNet: the graph comes through _call_model_fn, which may change
+            def _call_model_fn(self, features, labels, mode, config):
+                return super()._call_model_fn(features, labels, mode, config)
+
+        estimator = Growing(model_fn, model_dir=estimator.model_dir, params=estimator.params, config=estimator.config)
+    if why == "queue input":
+        input_fn = lambda: ({"x": tf.constant(x)}, tf.constant(y))  # noqa: E731 - tensors, not a dataset
+    estimator.train(train_input(x, y), steps=5)
+    results = [estimator.evaluate(input_fn, steps=2, hooks=hooks) for _ in range(2)]
+    assert modes.count(est.ModeKeys.EVAL) == 2
+    assert results[0] == pytest.approx(results[1])  # the seeded draws too: the same numbers in both calls
+
+
+def test_a_kept_graph_is_built_again_after_its_most_calls(counted, iris, monkeypatch):
+    estimator, modes = counted
+    monkeypatch.setattr(warm_graphs, "MAX_CALLS", 3)
+    for _ in range(4):
+        estimator.evaluate(dataset_input(*iris))
+    assert modes.count(est.ModeKeys.EVAL) == 2
+
+
+def test_a_checkpoint_written_again_under_its_name_is_read_again(make_estimator, iris, tmp_path):
+    x, y = iris
+    estimator = make_estimator(save_checkpoints_steps=10)
+    estimator.train(train_input(x, y), steps=10)
+    before = estimator.evaluate(dataset_input(x, y))
+    retrained = make_estimator(save_checkpoints_steps=10, tf_random_seed=8)  # same model_dir, trained anew
+    import shutil  # pylint: disable=import-outside-toplevel
+
+    shutil.rmtree(estimator.model_dir)
+    retrained.train(train_input(x, y), steps=10)  # model.ckpt-10 again, other weights
+    after = estimator.evaluate(dataset_input(x, y))
+    assert after == pytest.approx(retrained.evaluate(dataset_input(x, y)))
+    assert after["loss"] != pytest.approx(before["loss"])
+
+
+def test_a_copied_estimator_keeps_graphs_of_its_own(counted, iris):
+    import copy  # pylint: disable=import-outside-toplevel
+
+    estimator, _ = counted
+    estimator.evaluate(dataset_input(*iris))
+    twin = copy.deepcopy(estimator)
+    assert twin.evaluate(dataset_input(*iris)) == pytest.approx(estimator.evaluate(dataset_input(*iris)))
+
+
+def test_a_prediction_that_changes_a_model_variable_starts_from_the_checkpoint_every_call(make_estimator, iris):
+    x, y = iris
+
+    def counting_batches(features, labels, mode, params):
+        seen = tf.compat.v1.get_variable("batches_seen", [], tf.int64, tf.zeros_initializer(), trainable=False)
+        if mode != est.ModeKeys.PREDICT:
+            return linear_model_fn(features, labels, mode, params)
+        with tf.control_dependencies([seen.assign_add(1)]):
+            seen_now = tf.identity(seen.read_value())
+        return est.EstimatorSpec(mode, predictions={"seen": tf.fill(tf.shape(features["x"])[:1], seen_now)})
+
+    estimator = make_estimator(counting_batches)
+    estimator.train(train_input(x, y), steps=5)
+    for _ in range(2):  # a kept session that skipped the restore would go on counting from 3
+        assert [int(p["seen"]) for p in estimator.predict(dataset_input(x[:48], batch_size=16))] == [1] * 16 + [2] * 16 + [3] * 16
