@@ -165,3 +165,25 @@ def test_a_step_with_tf1_control_flow_is_refused_with_the_fix(tmp_path):
     with pytest.raises(est.ConfigError, match=r"TF1 control flow .*steps_per_execution=1"):
         estimator.train(_batches(), max_steps=3)
     assert tf.compat.v1.control_flow_v2_enabled()
+
+
+def test_the_loop_runs_each_copied_op_on_the_device_of_the_op_it_copies(tmp_path):
+    """GPU-ready: a model placed on a device (here the second of two CPUs, standing in for a GPU) trains its looped
+    steps there too, v1 Adam's fused updates included, so a call's steps make no round trip to the host."""
+    placed = "/device:CPU:1"
+    estimator = _estimator(tmp_path, "placed", steps_per_execution=5, save_checkpoints_steps=10,
+                           session_config=tf.compat.v1.ConfigProto(device_count={"CPU": 2}),
+                           device_fn=lambda op: placed)
+    estimator.train(_batches(), max_steps=10)
+    assert estimator.get_variable_value("batches_seen") == 10
+    meta = tf.compat.v1.MetaGraphDef()
+    with open(os.path.join(estimator.model_dir, "model.ckpt-10.meta"), "rb") as f:
+        meta.ParseFromString(f.read())
+    nodes = {node.name: node for node in meta.graph_def.node}
+    scope = "steps_per_execution/"
+    copies = {name: node for name, node in nodes.items()  # (the loop's input comes from the host, as each step's)
+              if name.startswith(scope) and name[len(scope):] in nodes and nodes[name[len(scope):]].device == placed}
+    assert any("Adam" in node.op for node in copies.values())  # the optimizer's update, copied into the loop
+    assert len(copies) > 20
+    assert {node.device for node in copies.values()} == {nodes[name[len(scope):]].device
+                                                        for name in copies} == {placed}

@@ -29,6 +29,19 @@ def test_model_dir_layout_matches_tf_estimator(make_estimator, iris):
     assert estimator.latest_checkpoint().endswith("model.ckpt-40")
 
 
+def test_the_graph_file_written_beside_training_is_whole_when_train_returns(make_estimator, iris):
+    from google.protobuf import text_format  # pylint: disable=import-outside-toplevel
+
+    estimator = make_estimator(save_checkpoints_steps=100)
+    estimator.train(train_input(*iris), steps=60)  # several steps per call: the graph holds the loop's copies too
+    written = text_format.Parse(open(os.path.join(estimator.model_dir, "graph.pbtxt")).read(), tf.compat.v1.GraphDef())
+    saved = tf.compat.v1.MetaGraphDef()  # the first checkpoint's meta graph: the same graph
+    with open(os.path.join(estimator.model_dir, "model.ckpt-0.meta"), "rb") as f:
+        saved.ParseFromString(f.read())
+    assert {n.name for n in written.node} == {n.name for n in saved.graph_def.node}
+    assert any("steps_per_execution" in n.name for n in written.node)
+
+
 def test_training_learns_and_resumes(make_estimator, iris):
     x, y = iris
     estimator = make_estimator(save_checkpoints_steps=100)

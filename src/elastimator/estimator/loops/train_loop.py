@@ -15,7 +15,7 @@ from elastimator.estimator.contract.tf_config import TaskType
 from elastimator.estimator.graph import model_graph, replicas
 from elastimator.estimator.loops import hooked_session, interrupt, peer_watch, sessions
 from elastimator.estimator.loops import hooks as engine_hooks
-from elastimator.estimator.saving import checkpoints
+from elastimator.estimator.saving import checkpoints, saver_hook
 from elastimator.estimator.step import multi_step, steps_per_call, training_step
 from elastimator.estimator.step.training_step import TrainingStep
 
@@ -47,7 +47,7 @@ def _default_hooks(step: TrainingStep, scaffold, config, model_dir, saving_liste
         hooks.append(tf.compat.v1.train.SummarySaverHook(
             save_steps=config.save_summary_steps, output_dir=model_dir, scaffold=scaffold))
     if config.save_checkpoints_steps or config.save_checkpoints_secs:
-        saver = tf.compat.v1.train.CheckpointSaverHook(
+        saver = saver_hook.CheckpointSaverHook(
             model_dir,
             save_secs=config.save_checkpoints_secs,
             save_steps=config.save_checkpoints_steps,

@@ -151,12 +151,19 @@ def keepable(built, other_hooks: Iterable, checkpoint: str | None, master: str, 
 
 
 def keep(estimator, mode: str, key: tuple, built, scaffold, checkpoint: str, master: str, fetches) -> WarmGraph:
-    """Makes the session of a graph to keep: the scaffold's checks and restore, as a monitored session's, and the
-    input started. The caller runs it and then gives it back."""
+    """Makes the session of a graph to keep: the checkpoint restored and the local variables initialized, as a
+    monitored session's scaffold does, and the input started. The caller runs it and then gives it back.
+
+    The scaffold's readiness checks (which variables are still uninitialized, built op by op for each variable)
+    are left out: a graph is kept only with a checkpoint and elastimator's saver of every global variable, whose
+    restore either sets them all or raises.
+    """
     graph = tf.compat.v1.get_default_graph()
     reset = tf.compat.v1.local_variables_initializer()
     iterator = built.input_hooks[0].iterator
     start = iterator.initializer
+    ready = tf.constant([], tf.string, name="restored_whole")
+    scaffold = tf.compat.v1.train.Scaffold(ready_op=ready, ready_for_local_init_op=ready, copy_from_scaffold=scaffold)
     creator = tf.compat.v1.train.ChiefSessionCreator(
         scaffold=scaffold, master=master, config=estimator.config.effective_session_config(),
         checkpoint_filename_with_path=checkpoint)

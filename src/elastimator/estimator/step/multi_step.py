@@ -205,7 +205,11 @@ def build(*, train_op, loss: tf.Tensor, global_step: tf.Variable, steps: int,
         with tf.control_dependencies(done):
             return i + 1
 
-    looped = _v1_while_loop(lambda i: i < size - 1, body, [tf.constant(0)])
+    def more_steps(i):  # its own scope: the copies in the loop keep their ops' names
+        with tf.name_scope("more_steps"):
+            return i < size - 1
+
+    looped = _v1_while_loop(more_steps, body, [tf.constant(0)])
     with tf.control_dependencies([looped]):
         step_read = tf.identity(global_step.read_value(), name="steps_per_execution/step_read")
     # The original step runs last: every op of it that depends on nothing else in it waits for the loop.
