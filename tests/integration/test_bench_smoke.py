@@ -58,6 +58,21 @@ def test_frameworks_harness_runs_each_contender_in_its_own_process(tmp_path, mon
     assert "elastimator / keras_fit train" in (tmp_path / "frameworks.md").read_text()
     mirrored = result["ratios"]["elastimator_mirrored / elastimator train"]
     assert mirrored["target"] == 0.95 and mirrored["round_min"] == mirrored["ratio"] == mirrored["round_max"]
+    for verb in ("eval_again", "predict_again", "predict_single_again"):  # second calls, after more training
+        assert result["medians"]["elastimator"][f"{verb}_examples_per_sec"] > 0
+    assert result["medians"]["keras_fit"]["predict_again_examples_per_sec"] > 0
+    sys.modules.pop("frameworks", None)
+
+
+def test_a_gpu_run_is_refused_where_tensorflow_sees_no_gpu(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
+    import frameworks
+
+    if frameworks.gpus_seen(sys.executable):
+        pytest.skip("this machine's TensorFlow sees a GPU")
+    with pytest.raises(SystemExit, match=r"--device gpu: the TensorFlow of .* sees no GPU .* so nothing was run"):
+        frameworks.main(["--device", "gpu", "--skip-tf-estimator", "--only", "elastimator", "--out", str(tmp_path)])
+    assert not (tmp_path / "frameworks.md").exists()
     sys.modules.pop("frameworks", None)
 
 
