@@ -74,8 +74,10 @@ class InputResult:
 class DatasetInitializerHook(tf.compat.v1.train.SessionRunHook):
     """Starts a dataset iterator (a strategy's distributed one too) when the session is created."""
 
-    def __init__(self, iterator):
+    def __init__(self, iterator, dataset: tf.data.Dataset | None = None):
         self.iterator = iterator
+        self.dataset = dataset
+        """The dataset the iterator runs over (when a plain input_fn's)."""
 
     def begin(self):
         self._initializer = self.iterator.initializer
@@ -113,7 +115,7 @@ def dataset_element(result) -> tuple[Any, tuple]:
     if not isinstance(result, tf.data.Dataset):
         return result, ()
     iterator = tf.compat.v1.data.make_initializable_iterator(result)
-    return iterator.get_next(), (DatasetInitializerHook(iterator),)
+    return iterator.get_next(), (DatasetInitializerHook(iterator, result),)
 
 
 def call_input_fn(input_fn: Callable, mode: str, params: dict, config) -> InputResult:
