@@ -70,6 +70,22 @@ class WarmGraph:
     restored: tuple | None = None
     """The checkpoint the session holds, as `_stamp` saw it."""
     calls: int = 1
+    freeing: threading.Thread | None = None
+    """Frees the iterator the last call used up (`WarmGraphs.give_back`); the next call waits for it."""
+    usable: bool = True
+    """False once freeing the iterator failed: the graph is then closed instead of used."""
+
+    def close(self) -> None:
+        """Closes the session, once the iterator is freed."""
+        if self.freeing is not None:
+            self.freeing.join()
+        self.session.close()
+
+    def free_input(self) -> None:
+        try:
+            self.session.run(self.release)
+        except Exception:  # noqa: BLE001 - a session that cannot free its input is not used again
+            self.usable = False
 
 
 class WarmGraphs:
@@ -89,35 +105,37 @@ class WarmGraphs:
             if warm is None or not _same(warm.key, key):
                 return None
             del self._kept[mode]
-        if warm.calls >= MAX_CALLS:
-            warm.session.close()
+        if warm.freeing is not None:
+            warm.freeing.join()
+            warm.freeing = None
+        if warm.calls >= MAX_CALLS or not warm.usable:
+            warm.close()
             return None
         return warm
 
     def give_back(self, warm: WarmGraph) -> None:
-        """Keeps `warm` for the next call of its mode (closing the one it replaces), its used iterator freed.
+        """Keeps `warm` for the next call of its mode (closing the one it replaces), freeing the iterator the call
+        used up on a thread of its own, which the next call waits for.
 
-        An iterator left to be freed by the next call's start took 0.7-1.1 s there in about one call in four after
-        a `train` (measured on the DeepFM benchmark, cause not found inside TensorFlow); freed here, at the end of
-        the call that used it, it takes 10-40 ms.
+        Freeing an exhausted iterator (TensorFlow's, as its session runs the next initializer) took 10-180 ms at
+        the end of a call, and 0.7-1.1 s when left to the next call's start in about one call in four after a
+        `train` (measured on the DeepFM benchmark; the cause inside TensorFlow was not found). The session runs
+        it without the GIL, beside the program.
         """
-        try:
-            warm.session.run(warm.release)
-        except Exception:  # noqa: BLE001 - a session that cannot free its input is not kept
-            warm.session.close()
-            return
+        warm.freeing = threading.Thread(target=warm.free_input, name="elastimator-free-input")
+        warm.freeing.start()
         with self._lock:
             replaced = self._kept.get(warm.mode)
             self._kept[warm.mode] = warm
         if replaced is not None and replaced is not warm:
-            replaced.session.close()
+            replaced.close()
 
     def close(self) -> None:
         """Closes every kept session."""
         with self._lock:
             kept, self._kept = list(self._kept.values()), {}
         for warm in kept:
-            warm.session.close()
+            warm.close()
 
 
 def graphs_of(estimator) -> WarmGraphs | None:
