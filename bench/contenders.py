@@ -272,12 +272,7 @@ def keras_fit(args, model_dir):
     clock.begin()
     model.fit(deepfm.dataset(args.batch_size, args.steps), epochs=1, callbacks=[Steps()], verbose=0)
     examples = args.eval_batches * args.batch_size
-    started = time.perf_counter()
-    model.evaluate(deepfm.dataset(args.batch_size, args.eval_batches), verbose=0)
-    eval_rate = examples / (time.perf_counter() - started)
-    started = time.perf_counter()
-    model.predict(deepfm.dataset(args.batch_size, args.eval_batches).map(lambda f, l: f), verbose=0)
-    predict_rate = examples / (time.perf_counter() - started)
+    eval_rate, predict_rate = _keras_verbs(model, args, examples)
     started = time.perf_counter()
     model.save_weights(os.path.join(model_dir, "model.weights.h5"))
     save_secs = time.perf_counter() - started
@@ -285,16 +280,23 @@ def keras_fit(args, model_dir):
     model.export(os.path.join(model_dir, "export"), verbose=False)
     export_secs = time.perf_counter() - started
     model.fit(deepfm.dataset(args.batch_size, AGAIN_STEPS), epochs=1, verbose=0)
-    started = time.perf_counter()
-    model.evaluate(deepfm.dataset(args.batch_size, args.eval_batches), verbose=0)
-    eval_again = examples / (time.perf_counter() - started)
-    started = time.perf_counter()
-    model.predict(deepfm.dataset(args.batch_size, args.eval_batches).map(lambda f, l: f), verbose=0)
-    predict_again = examples / (time.perf_counter() - started)
+    eval_again, predict_again = _keras_verbs(model, args, examples)
     return {"train_examples_per_sec": clock.rate(args.batch_size), "time_to_first_step_secs": clock.first - clock.start,
             "checkpoint_save_secs": save_secs, "export_secs": export_secs,
             "eval_examples_per_sec": eval_rate, "predict_examples_per_sec": predict_rate,
             "eval_again_examples_per_sec": eval_again, "predict_again_examples_per_sec": predict_again}
+
+
+def _keras_verbs(model, args, examples: int) -> tuple[float, float]:
+    """Examples/s of a whole Keras `evaluate` and `predict` over the eval batches."""
+    import deepfm
+
+    started = time.perf_counter()
+    model.evaluate(deepfm.dataset(args.batch_size, args.eval_batches), verbose=0)
+    eval_rate = examples / (time.perf_counter() - started)
+    started = time.perf_counter()
+    model.predict(deepfm.dataset(args.batch_size, args.eval_batches).map(lambda f, l: f), verbose=0)
+    return eval_rate, examples / (time.perf_counter() - started)
 
 
 def tf_function(args, model_dir):
