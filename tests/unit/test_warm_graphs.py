@@ -178,3 +178,22 @@ def test_a_prediction_that_changes_a_model_variable_starts_from_the_checkpoint_e
     estimator.train(train_input(x, y), steps=5)
     for _ in range(2):  # a kept session that skipped the restore would go on counting from 3
         assert [int(p["seen"]) for p in estimator.predict(dataset_input(x[:48], batch_size=16))] == [1] * 16 + [2] * 16 + [3] * 16
+
+
+def test_a_call_that_fails_in_a_kept_graph_says_why_and_the_next_call_builds_afresh(counted, iris):
+    estimator, modes = counted
+    x, y = iris
+    estimator.evaluate(dataset_input(x, y))
+
+    def third_batch_fails(i, batch):
+        tf.debugging.assert_less(i, tf.constant(2, tf.int64), message="bad batch")
+        return batch
+
+    def failing_input():  # the same element spec as the kept graph's
+        return dataset_input(x, y)().enumerate().map(third_batch_fails)
+
+    with pytest.raises(tf.errors.InvalidArgumentError, match="bad batch"):
+        estimator.evaluate(failing_input)
+    assert modes.count(est.ModeKeys.EVAL) == 1  # the failing call reused the kept graph ...
+    assert estimator.evaluate(dataset_input(x, y)) == pytest.approx(fresh(estimator).evaluate(dataset_input(x, y)))
+    assert modes.count(est.ModeKeys.EVAL) == 2  # ... which it closed: the next call built its own

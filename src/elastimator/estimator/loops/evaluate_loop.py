@@ -75,13 +75,12 @@ def evaluate(
     user_hooks = engine_hooks.check_hooks("hooks", hooks)
     model_dir, config = estimator.model_dir, estimator.config
     checkpoint = checkpoints.resolve_for_reading(checkpoint_path, model_dir, "evaluating")
-    graphs = warm_graphs.graphs_of(estimator) if not user_hooks and checkpoint else None
-    key = warm_graphs.key_of(estimator, ModeKeys.EVAL) if graphs else ()
-    warm = graphs.take(ModeKeys.EVAL, key) if graphs else None
-    if warm is not None and warm_graphs.start(warm, estimator, input_fn, checkpoint):
-        results, batches = _evaluate_kept(graphs, warm, steps)
+    reuse = warm_graphs.reuse_for(estimator, ModeKeys.EVAL, user_hooks, checkpoint)
+    warm = reuse.warm(input_fn, checkpoint) if reuse else None
+    if warm is not None:
+        results, batches = _evaluate_kept(reuse.graphs, warm, steps)
     else:
-        results, batches = _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, graphs, key)
+        results, batches = _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse)
     shown = {k: v for k, v in sorted(results.items()) if not isinstance(v, bytes)}
     step = int(results[GLOBAL_STEP_KEY])
     logger.info("Evaluation at global step %d of %s over %d batches: %s", step, _describe(checkpoint, step), batches,
@@ -94,7 +93,7 @@ def evaluate(
     return results  # numpy values, as tf.estimator returned them
 
 
-def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, graphs, key) -> tuple[dict, int]:
+def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse) -> tuple[dict, int]:
     """Builds the evaluation graph and runs it in a monitored session, or keeps it (`warm_graphs`)."""
     config = estimator.config
     with tf.Graph().as_default():
@@ -110,12 +109,10 @@ def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, graphs,
         values = {key: value for key, (value, _) in metrics.items()}
         values[GLOBAL_STEP_KEY] = built.global_step
         scaffold = sessions.evaluation_scaffold(spec, config)
-        if graphs is not None and warm_graphs.keepable(built, spec.evaluation_hooks, checkpoint,
-                                                       config.evaluation_master, [update, values],
-                                                       seeded=config.tf_random_seed is not None):
-            warm = warm_graphs.keep(estimator, ModeKeys.EVAL, key, built, scaffold, checkpoint,
-                                    config.evaluation_master, (update, values))
-            return _evaluate_kept(graphs, warm, steps)
+        warm = reuse.keep(built, scaffold, checkpoint, config.evaluation_master, (update, values),
+                          spec.evaluation_hooks) if reuse else None
+        if warm is not None:
+            return _evaluate_kept(reuse.graphs, warm, steps)
         final = tf.compat.v1.train.FinalOpsHook(values)
         all_hooks = list(built.input_hooks) + user_hooks + list(spec.evaluation_hooks) + [final]
         if steps is not None:
@@ -133,21 +130,9 @@ def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, graphs,
 def _evaluate_kept(graphs, warm, steps: int | None) -> tuple[dict, int]:
     """Runs an evaluation in a kept graph (its input started, its checkpoint restored), then keeps it again."""
     update, values = warm.fetches
-    batches = 0
-    try:
-        run = warm.session.make_callable(update)
-        while steps is None or batches < steps:
-            try:
-                run()
-            except tf.errors.OutOfRangeError:
-                break
-            batches += 1
-        results = warm.session.run(values)
-    except BaseException:
-        warm.session.close()
-        raise
-    graphs.give_back(warm)
-    return results, batches
+    with graphs.in_use(warm):
+        batches = sum(1 for _ in warm_graphs.batches(warm, update, steps))
+        return warm.session.run(values), batches
 
 
 def _describe(checkpoint: str | None, step: int) -> str:

@@ -55,13 +55,12 @@ def predict(
     """Yields predictions for every example (or batch) `input_fn` produces."""
     user_hooks = engine_hooks.check_hooks("hooks", hooks)
     checkpoint = checkpoints.resolve_for_reading(checkpoint_path, estimator.model_dir, "predicting")
-    graphs = warm_graphs.graphs_of(estimator) if not user_hooks and checkpoint else None
-    key = warm_graphs.key_of(estimator, ModeKeys.PREDICT, _named(predict_keys)) if graphs else ()
-    warm = graphs.take(ModeKeys.PREDICT, key) if graphs else None
-    if warm is not None and warm_graphs.start(warm, estimator, input_fn, checkpoint):
-        batches = _kept_batches(graphs, warm)
+    reuse = warm_graphs.reuse_for(estimator, ModeKeys.PREDICT, user_hooks, checkpoint, _named(predict_keys))
+    warm = reuse.warm(input_fn, checkpoint) if reuse else None
+    if warm is not None:
+        batches = _kept_batches(reuse.graphs, warm)
     else:
-        batches = _batches_afresh(estimator, input_fn, predict_keys, user_hooks, checkpoint, graphs, key)
+        batches = _batches_afresh(estimator, input_fn, predict_keys, user_hooks, checkpoint, reuse)
     for batch in batches:
         if yield_single_examples:
             yield from _examples(batch)
@@ -84,18 +83,17 @@ def _examples(batch) -> Iterator:
         yield dict(zip(keys, row))
 
 
-def _batches_afresh(estimator, input_fn, predict_keys, user_hooks, checkpoint, graphs, key) -> Iterator:
+def _batches_afresh(estimator, input_fn, predict_keys, user_hooks, checkpoint, reuse) -> Iterator:
     """Builds the prediction graph and yields its batches from a monitored session, or keeps it (`warm_graphs`)."""
     config = estimator.config
     with tf.Graph().as_default():
         built = model_graph.build_for(estimator, ModeKeys.PREDICT, input_fn)
         predictions = select(built.spec.predictions, predict_keys)
         scaffold = sessions.make_scaffold(built.spec, config)
-        if graphs is not None and warm_graphs.keepable(built, built.spec.prediction_hooks, checkpoint, config.master,
-                                                       predictions, seeded=config.tf_random_seed is not None):
-            warm = warm_graphs.keep(estimator, ModeKeys.PREDICT, key, built, scaffold, checkpoint, config.master,
-                                    predictions)
-            yield from _kept_batches(graphs, warm)
+        warm = reuse.keep(built, scaffold, checkpoint, config.master, predictions,
+                          built.spec.prediction_hooks) if reuse else None
+        if warm is not None:
+            yield from _kept_batches(reuse.graphs, warm)
             return
         creator = sessions.restoring_session_creator(built.spec, config, checkpoint, config.master, scaffold)
         all_hooks = list(built.input_hooks) + user_hooks + list(built.spec.prediction_hooks)
@@ -107,18 +105,5 @@ def _batches_afresh(estimator, input_fn, predict_keys, user_hooks, checkpoint, g
 def _kept_batches(graphs, warm) -> Iterator:
     """Yields the batches of a kept graph (its input started, its checkpoint restored), then keeps it again; so
     does a caller that stops reading early."""
-    try:
-        run = warm.session.make_callable(warm.fetches)
-        while True:
-            try:
-                batch = run()
-            except tf.errors.OutOfRangeError:
-                break
-            yield batch
-    except GeneratorExit:
-        graphs.give_back(warm)
-        raise
-    except BaseException:
-        warm.session.close()
-        raise
-    graphs.give_back(warm)
+    with graphs.in_use(warm):
+        yield from warm_graphs.batches(warm, warm.fetches)

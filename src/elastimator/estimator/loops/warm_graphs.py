@@ -32,10 +32,11 @@ not share it: the second builds its own graph, as before.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry  # is an op type stateful
@@ -130,6 +131,20 @@ class WarmGraphs:
         if replaced is not None and replaced is not warm:
             replaced.close()
 
+    @contextlib.contextmanager
+    def in_use(self, warm: WarmGraph) -> Iterator[WarmGraph]:
+        """A call's use of `warm`: given back when the call ends or its caller stops reading early (a generator
+        closed), closed when the call fails."""
+        try:
+            yield warm
+        except GeneratorExit:
+            self.give_back(warm)
+            raise
+        except BaseException:
+            warm.close()
+            raise
+        self.give_back(warm)
+
     def close(self) -> None:
         """Closes every kept session."""
         with self._lock:
@@ -138,77 +153,87 @@ class WarmGraphs:
             warm.close()
 
 
-def graphs_of(estimator) -> WarmGraphs | None:
-    """The estimator's kept graphs, or None where its graphs are built afresh every call."""
+@dataclasses.dataclass(frozen=True)
+class Reuse:
+    """What one call of a verb may reuse (`warm`) or keep for the next call (`keep`)."""
+
+    graphs: WarmGraphs
+    estimator: Any
+    mode: str
+    key: tuple
+    """What the kept graph was built from: the model_fn, params (a copy), config, and the verb's own (`reuse_for`)."""
+
+    def warm(self, input_fn: Callable, checkpoint: str) -> WarmGraph | None:
+        """The kept graph of this call's mode, readied for it (`start`), or None where the call builds afresh."""
+        warm = self.graphs.take(self.mode, self.key)
+        if warm is not None and _start(warm, self.estimator, input_fn, checkpoint):
+            return warm
+        return None
+
+    def keep(self, built, scaffold, checkpoint: str, master: str, fetches,
+             other_hooks: Iterable) -> WarmGraph | None:
+        """Keeps the graph a call just built (its session not made yet), if the next call can reuse it: its session
+        made, the checkpoint restored, the input started. None where it cannot; the call then runs it as 2.15 did.
+
+        The scaffold's readiness checks (which variables are still uninitialized, built op by op for each variable)
+        are left out: a graph is kept only with a checkpoint and elastimator's saver of every global variable, whose
+        restore either sets them all or raises.
+        """
+        if not _keepable(built, other_hooks, master):
+            return None
+        reach = _reach(fetches)
+        if self.estimator.config.tf_random_seed is not None and reach.draws_random_numbers:
+            return None
+        graph = tf.compat.v1.get_default_graph()
+        reset = tf.compat.v1.local_variables_initializer()
+        iterator = built.input_hooks[0].iterator
+        release = iterator.make_initializer(built.input_hooks[0].dataset.take(0))
+        ready = tf.constant([], tf.string, name="restored_whole")
+        scaffold = tf.compat.v1.train.Scaffold(ready_op=ready, ready_for_local_init_op=ready,
+                                               copy_from_scaffold=scaffold)
+        creator = tf.compat.v1.train.ChiefSessionCreator(
+            scaffold=scaffold, master=master, config=self.estimator.config.effective_session_config(),
+            checkpoint_filename_with_path=checkpoint)
+        with tensorflow_import.quiet_first_session():
+            session = creator.create_session()
+        warm = WarmGraph(mode=self.mode, key=self.key, graph=graph, session=session, iterator=iterator,
+                         saver=scaffold.saver, reset=reset, release=release, fetches=fetches,
+                         writes_model=reach.writes_model, restored=_stamp(checkpoint))
+        try:
+            session.run(iterator.initializer)
+        except BaseException:
+            warm.close()
+            raise
+        return warm
+
+
+def reuse_for(estimator, mode: str, hooks: Iterable, checkpoint: str | None, *extra) -> Reuse | None:
+    """What a call of `mode` may reuse or keep, or None where it builds afresh and keeps nothing: the caller passed
+    hooks, there is no checkpoint, reuse is off, or the estimator builds its graphs otherwise than from its
+    `model_fn` (through an overridden `_call_model_fn`). `extra` is what else the graph depends on (predict_keys)."""
     graphs = getattr(estimator, "_warm_graphs", None)
-    if graphs is None or not estimator.config.reuse_graphs:
+    if graphs is None or not estimator.config.reuse_graphs or list(hooks) or not checkpoint:
         return None
     if model_graph.model_fn_of(estimator) is not estimator.model_fn:
         return None
-    return graphs
+    key = (estimator.model_fn, estimator._params_for(mode), estimator.config, *extra)  # pylint: disable=protected-access
+    return Reuse(graphs=graphs, estimator=estimator, mode=mode, key=key)
 
 
-def key_of(estimator, mode: str, *extra) -> tuple:
-    """What a kept graph of `mode` was built from: the model_fn, params (a copy), config, and the verb's
-    `extra`."""
-    return (estimator.model_fn, estimator._params_for(mode), estimator.config, *extra)  # pylint: disable=protected-access
-
-
-def _same(a: tuple, b: tuple) -> bool:
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b):
-        if x is y:
-            continue
-        if isinstance(x, RunConfig):
-            return False  # the same config object, not an equal one: a config may hold a strategy or a function
+def batches(warm: WarmGraph, fetches, most: int | None = None) -> Iterator:
+    """Runs `fetches` in a readied kept graph until its input ends (or `most` times), yielding each result."""
+    run = warm.session.make_callable(fetches)
+    done = 0
+    while most is None or done < most:
         try:
-            if not bool(x == y):
-                return False
-        except Exception:  # noqa: BLE001 - values that do not compare (arrays): not the same
-            return False
-    return True
+            result = run()
+        except tf.errors.OutOfRangeError:
+            return
+        yield result
+        done += 1
 
 
-def keepable(built, other_hooks: Iterable, checkpoint: str | None, master: str, fetches, seeded: bool) -> bool:
-    """Whether a call's graph (just built, its session not made yet) can be kept for the next call."""
-    spec = built.spec
-    if checkpoint is None or master or built.replicas > 1 or spec.scaffold is not None or list(other_hooks):
-        return False
-    if len(built.input_hooks) != 1 or not isinstance(built.input_hooks[0], calls.DatasetInitializerHook):
-        return False
-    if built.input_hooks[0].dataset is None:
-        return False
-    return not (seeded and _reach(fetches).draws_random_numbers)
-
-
-def keep(estimator, mode: str, key: tuple, built, scaffold, checkpoint: str, master: str, fetches) -> WarmGraph:
-    """Makes the session of a graph to keep: the checkpoint restored and the local variables initialized, as a
-    monitored session's scaffold does, and the input started. The caller runs it and then gives it back.
-
-    The scaffold's readiness checks (which variables are still uninitialized, built op by op for each variable)
-    are left out: a graph is kept only with a checkpoint and elastimator's saver of every global variable, whose
-    restore either sets them all or raises.
-    """
-    graph = tf.compat.v1.get_default_graph()
-    reset = tf.compat.v1.local_variables_initializer()
-    iterator = built.input_hooks[0].iterator
-    start = iterator.initializer
-    release = iterator.make_initializer(built.input_hooks[0].dataset.take(0))
-    ready = tf.constant([], tf.string, name="restored_whole")
-    scaffold = tf.compat.v1.train.Scaffold(ready_op=ready, ready_for_local_init_op=ready, copy_from_scaffold=scaffold)
-    creator = tf.compat.v1.train.ChiefSessionCreator(
-        scaffold=scaffold, master=master, config=estimator.config.effective_session_config(),
-        checkpoint_filename_with_path=checkpoint)
-    with tensorflow_import.quiet_first_session():
-        session = creator.create_session()
-    session.run(start)
-    return WarmGraph(mode=mode, key=key, graph=graph, session=session, iterator=iterator, saver=scaffold.saver,
-                     reset=reset, release=release, fetches=fetches, writes_model=_reach(fetches).writes_model,
-                     restored=_stamp(checkpoint))
-
-
-def start(warm: WarmGraph, estimator, input_fn: Callable, checkpoint: str) -> bool:
+def _start(warm: WarmGraph, estimator, input_fn: Callable, checkpoint: str) -> bool:
     """Readies `warm` for a call: calls `input_fn` in its graph, restores `checkpoint` (unless the session holds
     it unchanged and the calls change no model variable), resets the metrics and starts the input. False (the
     graph then closed) when the input yields something else than the kept one did."""
@@ -225,7 +250,7 @@ def start(warm: WarmGraph, estimator, input_fn: Callable, checkpoint: str) -> bo
         finally:
             graph.finalize()
         if begin is None:
-            warm.session.close()
+            warm.close()
             return False
         stamp = _stamp(checkpoint)
         if warm.writes_model or stamp != warm.restored:
@@ -235,9 +260,34 @@ def start(warm: WarmGraph, estimator, input_fn: Callable, checkpoint: str) -> bo
             warm.restored = stamp
         warm.session.run([warm.reset, begin])
     except BaseException:
-        warm.session.close()
+        warm.close()
         raise
     warm.calls += 1
+    return True
+
+
+def _keepable(built, other_hooks: Iterable, master: str) -> bool:
+    """Whether a built graph's later calls would behave as fresh ones: no hooks but the dataset's own, no scaffold
+    of the model's, one device, a local session."""
+    if master or built.replicas > 1 or built.spec.scaffold is not None or list(other_hooks):
+        return False
+    hooks = built.input_hooks
+    return len(hooks) == 1 and isinstance(hooks[0], calls.DatasetInitializerHook) and hooks[0].dataset is not None
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if x is y:
+            continue
+        if isinstance(x, RunConfig):
+            return False  # the same config object, not an equal one: a config may hold a strategy or a function
+        try:
+            if not bool(x == y):
+                return False
+        except Exception:  # noqa: BLE001 - values that do not compare (arrays): not the same
+            return False
     return True
 
 
@@ -277,7 +327,6 @@ def _reach(fetches) -> _Reach:
     """What running `fetches` in the current graph may do, from every op it runs and every function those call."""
     graph = tf.compat.v1.get_default_graph()
     model = {v.op for v in tf.compat.v1.global_variables()}
-    library = {f.signature.name: f for f in graph.as_graph_def().library.function}
     random = writes = False
     seen: set = set()
     stack = [t if isinstance(t, tf.Operation) else t.op for t in tf.nest.flatten(fetches)]
@@ -293,6 +342,7 @@ def _reach(fetches) -> _Reach:
         if any(t.op in model for t in op.inputs) and (called or op.type.startswith(_WRITES)):
             writes = True
         stack.extend([*op.control_inputs, *(t.op for t in op.inputs)])
+    library = {f.signature.name: f for f in graph.as_graph_def().library.function} if functions else {}
     done: set = set()
     while functions and not random:
         name = functions.pop()
