@@ -173,9 +173,14 @@ def run_load_process(host: str, port: int, first: int, count: int, step_rate: fl
 # ---------------------------------------------------------------- the driver: service, load processes, chief
 
 def _cpu_seconds(pid: int) -> float:
+    return sum(_cpu_split(pid))
+
+
+def _cpu_split(pid: int) -> tuple[float, float]:
+    """A process's CPU seconds so far: (in user mode, in the kernel)."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / os.sysconf("SC_CLK_TCK"), int(fields[12]) / os.sysconf("SC_CLK_TCK")
 
 
 def _pin(pid: int, cpus: set[int]) -> None:
@@ -215,7 +220,8 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
         host = address.rpartition(":")[0]
         per_process = [workers // processes + (1 if i < workers % processes else 0) for i in range(processes)]
         outs = [os.path.join(model_dir, f"load-{i}.json") for i in range(processes)]
-        cpu_before = _cpu_seconds(service.pid)
+        user_before, system_before = _cpu_split(service.pid)
+        cpu_before = user_before + system_before
         started = time.monotonic()
         first = 0
         for i, count in enumerate(per_process):
@@ -247,7 +253,8 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
                 chief.commit(chief.seal(checkpoint_step=step), step)
                 seals.append(time.perf_counter() - begun)
         elapsed = time.monotonic() - started
-        cpu = _cpu_seconds(service.pid) - cpu_before
+        user, system = (after - before for after, before in zip(_cpu_split(service.pid), (user_before, system_before)))
+        cpu = user + system
         failed = [i for i, p in enumerate(loads) if i >= killed and p.returncode != 0]
         if failed:
             raise RuntimeError(f"load process(es) {failed} failed (their errors are above)")
@@ -275,6 +282,7 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
         "service_cpu_cores": round(cpu / elapsed, 3),
         "steady_cores": {"service": round(steady_cores[0], 2), "load": round(steady_cores[1], 2)},
         "service_cpu_us_per_report": round(cpu / max(1, counted_reports) * 1e6, 1),
+        "service_kernel_us_per_report": round(system / max(1, counted_reports) * 1e6, 1),
         "report_ms": percentiles(reports), "request_ms": percentiles(requests), "seal_commit_ms": percentiles(seals),
         "reports_resent_for_a_seal": sum(m["resent"] for m in measured),
         "book": {"finished": status["finished"], "trained_records": status["trained_records"],
@@ -289,7 +297,8 @@ def _row(r: dict) -> str:
     cores = r["steady_cores"]
     return (f"| {r['workers']:,} ({r['killed_workers']} killed) | {r['code']} "
             f"| {r['steps_per_sec']:,} of {r['target_steps_per_sec']:,.0f} "
-            f"| {r['service_cpu_us_per_report']} µs ({cores['service']} cores; load {cores['load']}) "
+            f"| {r['service_cpu_us_per_report']} µs, {r.get('service_kernel_us_per_report', '?')} in the kernel "
+            f"({cores['service']} cores; load {cores['load']}) "
             f"| {r['report_ms']['p50']} / {r['report_ms']['p99']} "
             f"| {r['request_ms']['p50']} / {r['request_ms']['p99']} "
             f"| {r['seal_commit_ms']['p50']} / {r['seal_commit_ms']['max']} "
@@ -336,7 +345,7 @@ def main(argv=None) -> dict:
         f"{args.step_rate:g} steps/s over the report line and asking for a {args.shard_steps}-step shard when one "
         f"ends; the chief seals and commits every {args.seal_every:g} s; {args.kill_share:.0%} of the workers killed "
         f"half way. Machine: {result['machine']}.\n\n"
-        "| workers | service code | steps/s reached | service CPU per report (cores used by the service; by the load) "
+        "| workers | service code | steps/s reached | service CPU per report, in the kernel of it (cores used by the service; by the load) "
         "| report p50 / p99 ms | shard request p50 / p99 ms | seal + commit p50 / max ms | book |\n"
         "|---|---|---|---|---|---|---|---|\n" + rows)
     write_results(args.out, "shard_service_scale", result, markdown)

@@ -1,6 +1,8 @@
 """The shard service in process: its handlers, liveness and seals, with a number for a clock (no gRPC)."""
 
+import concurrent.futures
 import os
+import threading
 
 import pytest
 
@@ -193,3 +195,54 @@ def test_a_report_line_port_that_is_neither_is_a_clear_error():
                                           r"number .* or 'off'; got 'no'"):
         report_port_from("no")
 
+
+
+class _SlowDisk(SealStore):
+    """A seal store whose pending writes wait for `go` (a slow disk), or fail (a full one)."""
+
+    def __init__(self, directory, fail=False):
+        super().__init__(directory)
+        self.writing, self.go, self.fail = threading.Event(), threading.Event(), fail
+
+    def write_pending(self, step, state):
+        self.writing.set()
+        self.go.wait(timeout=30)
+        if self.fail:
+            raise OSError(28, "No space left on device")
+        super().write_pending(step, state)
+
+
+def _reporting_worker(service):
+    service.handle("add_dataset", {"dataset": {"name": "train", "size": 64, "shard_size": 8}})
+    shard = service.handle("request", {"dataset": "train", "worker": "w0"})
+    return lambda offset: service.handle("report", {"dataset": "train", "worker": "w0", "shard_id": shard["shard_id"],
+                                                    "consumed": 1, "lease": shard["lease"], "offset": offset})
+
+
+def test_a_seal_writes_its_file_without_holding_the_book(tmp_path):
+    disk = _SlowDisk(str(tmp_path))
+    service = ShardService(TOKEN, disk)
+    report = _reporting_worker(service)
+    sealing = concurrent.futures.ThreadPoolExecutor(1).submit(
+        service.handle, "seal", {"checkpoint_step": 5, "worker": "chief"})
+    assert disk.writing.wait(timeout=30)
+    # While the file is written, the book answers: a report is held by the seal, as until any commit ...
+    assert report(0) == {"sealing": True, "lease_floor": service.book.lease_floor}
+    assert service.handle("status", {"dataset": "train"})["trained_records"] == 0
+    assert not sealing.done()  # ... and the chief is answered once its file is on disk
+    disk.go.set()
+    seal_id = sealing.result(timeout=30)["seal_id"]
+    assert disk.any_for(5)
+    service.handle("commit", {"seal_id": seal_id, "checkpoint_step": 5, "worker": "chief"})
+    assert "sealing" not in report(0) and disk.read(5)["datasets"]["train"]["trained_records"] == 0
+
+
+def test_a_seal_whose_file_cannot_be_written_fails_and_holds_no_report(tmp_path):
+    disk = _SlowDisk(str(tmp_path), fail=True)
+    disk.go.set()
+    service = ShardService(TOKEN, disk)
+    report = _reporting_worker(service)
+    with pytest.raises(OSError, match="No space left"):
+        service.handle("seal", {"checkpoint_step": 5, "worker": "chief"})
+    assert "sealing" not in report(0)
+    assert service.handle("status", {"dataset": "train"})["trained_records"] == 1

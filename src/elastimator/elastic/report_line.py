@@ -173,6 +173,13 @@ def pack_report(request: dict) -> bytes | None:
 
 def unpack_report(body: bytes, worker: str) -> dict:
     """The report call a packed body holds, as `worker` (the line's, from its hello) made it."""
+    worker, dataset, shard_id, consumed, lease, offset = _report_fields(body, worker)
+    return {"dataset": dataset, "worker": worker, "shard_id": shard_id, "consumed": consumed, "lease": lease,
+            "offset": offset}
+
+
+def _report_fields(body: bytes, worker: str) -> tuple[str, str, int, int, int, int]:
+    """A packed report's fields, in the order `ShardService.report_batch` takes them."""
     if len(body) < PACKED_REPORT.size:
         raise FrameError(f"a packed report of {len(body)} bytes; it takes at least {PACKED_REPORT.size}")
     _, shard_id, consumed, lease, offset = PACKED_REPORT.unpack_from(body)
@@ -180,8 +187,7 @@ def unpack_report(body: bytes, worker: str) -> dict:
         dataset = body[PACKED_REPORT.size:].decode("utf-8")
     except UnicodeDecodeError as e:
         raise FrameError(f"a packed report whose data set name is not UTF-8: {e}") from None
-    return {"dataset": dataset, "worker": worker, "shard_id": shard_id, "consumed": consumed, "lease": lease,
-            "offset": offset}
+    return worker, dataset, shard_id, consumed, lease, offset
 
 
 def pack_reply(reply: dict) -> bytes | None:
@@ -207,6 +213,10 @@ class ReportLineServer:
     a thousand workers was most of its CPU (bench/results/shard_service_scale.md); the loop reads whatever
     frames have arrived on each ready connection and answers them in turn.
 
+    The packed reports a turn of the loop reads, from every connection, are counted together
+    (`reports`: one hold of the service's lock for all), and answered in the order each connection sent its
+    frames: a frame of another kind first has the reports read before it counted.
+
     Args:
         handle: The service's call handler (`ShardService.handle`).
         check_token: Whether a hello's token is the job's.
@@ -214,13 +224,19 @@ class ReportLineServer:
         local: Whether to listen on an abstract Unix socket too (Linux only), for workers on this machine.
         rings: Where the report rings of workers on the Unix socket go while their lines are open (the
             `ShardService`: `attach_ring(worker, reader)`, `detach_ring(worker, reader)`); None takes none.
+        reports: Counts packed reports together (`ShardService.report_batch`); None counts each through
+            `handle`.
     """
 
     def __init__(self, handle: Callable[[str, dict], dict], check_token: Callable[[str | None], bool],
-                 host: str = "127.0.0.1", port: int = 0, local: bool = True, rings=None):
+                 host: str = "127.0.0.1", port: int = 0, local: bool = True, rings=None,
+                 reports: Callable[[list], list] | None = None):
         self._handle = handle
         self._check_token = check_token
         self._rings = rings
+        self._count_reports = reports or self._count_each
+        self._reports: list[tuple[_Connection, tuple]] = []
+        """The packed reports read in this turn of the loop, not yet counted."""
         host = host.strip("[]")  # an IPv6 host as gRPC spells it
         self._listener = socket.create_server((host, port), family=_family(host), backlog=1024)
         self.port: int = self._listener.getsockname()[1]
@@ -279,6 +295,8 @@ class ReportLineServer:
                         self._flush(key.data)
                     else:
                         self._read(key.data)
+                if self._reports:
+                    self._answer_reports()
                 if time.monotonic() >= self._next_hello_check:
                     self._drop_silent()
         finally:
@@ -331,10 +349,35 @@ class ReportLineServer:
         if connection.worker is None:
             self._hello(connection, _json_object(body))
         elif connection.packed and body[:1] == b"R":
-            reply = self._answer({"method": "report", **unpack_report(body, connection.worker)})
-            self._send(connection, pack_reply(reply) or json.dumps(reply).encode("utf-8"))
+            self._reports.append((connection, _report_fields(body, connection.worker)))
         else:
+            if self._reports:  # what this connection (or another) reported before this call counts first
+                self._answer_reports()
             self._send(connection, json.dumps(self._answer(_json_object(body))).encode("utf-8"))
+
+    def _answer_reports(self) -> None:
+        """Counts the packed reports read so far, and answers each on its line."""
+        reports, self._reports = self._reports, []
+        self.answered += len(reports)
+        for (connection, _), reply in zip(reports, self._count_reports([fields for _, fields in reports])):
+            if isinstance(reply, ShardServiceError):
+                body = json.dumps({"error": f"{reply.status}: {reply}", "status": reply.status}).encode("utf-8")
+            else:
+                body = PACKED_REPLY.pack(b"A", *reply)
+            if connection.sock in self._connections:  # (one whose later frame was garbage is gone)
+                self._send(connection, body)
+
+    def _count_each(self, reports: list) -> list:
+        """`reports` counted one call each through `handle` (a server given no `reports`)."""
+        replies = []
+        for worker, dataset, shard_id, consumed, lease, offset in reports:
+            try:
+                reply = self._handle("report", {"dataset": dataset, "worker": worker, "shard_id": shard_id,
+                                                "consumed": consumed, "lease": lease, "offset": offset})
+                replies.append((bool(reply.get("sealing")), reply["lease_floor"]))
+            except ShardServiceError as e:
+                replies.append(e)
+        return replies
 
     def _hello(self, connection: "_Connection", hello: dict) -> None:
         token = hello.get("token")
@@ -357,10 +400,20 @@ class ReportLineServer:
              **({"ring": connection.ring is not None} if "ring" in hello else {})}).encode("utf-8"))
 
     def _send(self, connection: "_Connection", body: bytes) -> None:
-        waiting = bool(connection.unsent)
-        connection.unsent += frame(body)
-        if not waiting:  # nothing was waiting: send now
-            self._flush(connection)
+        data = frame(body)
+        if not connection.unsent:  # nothing is waiting: send now
+            try:
+                sent = connection.sock.send(data)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError as e:
+                self._drop(connection, e)
+                return
+            if sent == len(data) and not connection.closing:
+                return
+            data = data[sent:]
+        connection.unsent += data
+        self._flush(connection)
 
     def _flush(self, connection: "_Connection") -> None:
         """Sends what the connection's peer has not been sent; waits for the socket to take the rest."""

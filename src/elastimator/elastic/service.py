@@ -29,6 +29,11 @@ taken-back leases it still holds. Before the chief puts the model back to a
 checkpoint it waits until the workers that held shards at that checkpoint's
 seal have heard the floor of the rewind (`unheard`), so no stale batch is
 trained into the restored model.
+
+A seal holds the book's lock only while it snapshots the book: the seal files
+(`seal_store.py`) are written after the lock is released and before the call
+is answered, one at a time, while reports of other workers are answered
+"sealing" as they are until the commit.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ import secrets
 import threading
 import time
 from concurrent import futures
-from typing import Callable
+from typing import Callable, Sequence
 
 import grpc
 
@@ -92,6 +97,12 @@ class ShardService:
         self._lock = threading.Lock()
         self._sealer: str | None = None
         """The worker (the chief) between seal and commit; reports of others wait until it commits."""
+        self._seal_id: int | None = None
+        """The seal `_sealer` made."""
+        self._disk_writes: list[Callable[[], None]] = []
+        """The seal files a call writes once it releases the lock (`handle`)."""
+        self._disk = threading.Lock()
+        """Orders the seal files' writes."""
         self._sealed_at = 0.0
         self._last_seen: dict[str, float] = {}
         self._told_finished: set[str] = set()
@@ -145,16 +156,47 @@ class ShardService:
             raise InvalidRequestError(f"unknown method {method!r}; expected one of {list(METHODS)}.")
         worker = _field(request, "worker", str) if request.get("worker") is not None else None
         with self._lock:
+            try:
+                self._drain()
+                if method == "report" and self._sealing(worker):
+                    reply = {"sealing": True}
+                else:
+                    reply = handler(request)
+                if worker is not None and method != "leave":
+                    self._last_seen[worker] = self._clock()
+                    self._heard.add(worker)
+                    reply["lease_floor"] = self.book.lease_floor_for(worker)
+            finally:
+                writes, self._disk_writes = self._disk_writes, []
+        for write in writes:  # a seal's files: after the lock, before the answer
+            write()
+        return reply
+
+    def report_batch(self, reports: Sequence[tuple[str, str, int, int, int, int]]) -> list:
+        """Counts the reports the report line read in one turn of its loop, under one hold of the lock, each as
+        `handle("report", ...)` counts one: per report (`worker`, `dataset`, `shard_id`, `consumed`, `lease`,
+        `offset`; packed, so the numbers are ints already), its reply (whether a seal holds it, the lease floor)
+        or the ShardServiceError the book refused it with."""
+        replies: list = []
+        with self._lock:
             self._drain()
-            if method == "report" and self._sealing(worker):
-                reply = {"sealing": True}
-            else:
-                reply = handler(request)
-            if worker is not None and method != "leave":
-                self._last_seen[worker] = self._clock()
+            now = self._clock()
+            for worker, dataset, shard_id, consumed, lease, offset in reports:
+                sealing = self._sealing(worker)
+                if not sealing:
+                    try:
+                        if dataset and min(shard_id, consumed, lease, offset) >= 0:
+                            self.book.report(dataset, worker, shard_id, consumed, lease=lease, offset=offset)
+                        else:  # refused there, saying which field is wrong
+                            self._report({"dataset": dataset, "worker": worker, "shard_id": shard_id,
+                                          "consumed": consumed, "lease": lease, "offset": offset})
+                    except ShardServiceError as e:
+                        replies.append(e)
+                        continue
+                self._last_seen[worker] = now
                 self._heard.add(worker)
-                reply["lease_floor"] = self.book.lease_floor_for(worker)
-            return reply
+                replies.append((sealing, self.book.lease_floor_for(worker)))
+        return replies
 
     def _sealing(self, worker: str | None) -> bool:
         """Whether a seal by another worker is waiting for its commit (one past the timeout is dropped)."""
@@ -168,7 +210,7 @@ class ShardService:
         return True
 
     def _end_seal(self) -> None:
-        self._sealer = None
+        self._sealer = self._seal_id = None
         for rings in self._rings.values():
             for ring in rings:
                 ring.seal(False)
@@ -339,15 +381,27 @@ class ShardService:
                 ring.drain(self._counter(worker))
         try:
             seal_id = self.book.seal()
-            if step is not None and self.seals is not None and not self.book.is_committed(step):
-                self.seals.write_pending(step, self.book.pending(seal_id))
         except BaseException:
             self._end_seal()  # no seal: nothing holds the writes
             raise
         # Only a seal that was made holds other workers' reports until its commit.
-        self._sealer = sealer
+        self._sealer, self._seal_id = sealer, seal_id
         self._sealed_at = self._clock()
+        if step is not None and self.seals is not None and not self.book.is_committed(step):
+            state = self.book.pending(seal_id)
+            self._disk_writes.append(lambda: self._write_pending(step, seal_id, state))
         return {"seal_id": seal_id}
+
+    def _write_pending(self, step: int, seal_id: int, state: dict) -> None:
+        """Writes a seal's state as pending (the lock released); a seal that could not be written holds nothing."""
+        try:
+            with self._disk:
+                self.seals.write_pending(step, state)
+        except BaseException:
+            with self._lock:
+                if self._seal_id == seal_id:
+                    self._end_seal()
+            raise
 
     def _commit(self, request):
         step = _field(request, "checkpoint_step", int, minimum=0)
@@ -359,8 +413,12 @@ class ShardService:
             self._end_seal()
             self._drain()
         if new and self.seals is not None:
-            self.seals.write(step, state)
+            self._disk_writes.append(lambda: self._write_committed(step, state))
         return {}
+
+    def _write_committed(self, step: int, state: dict) -> None:
+        with self._disk:
+            self.seals.write(step, state)
 
     def _restore(self, request):
         step = _field(request, "checkpoint_step", int, minimum=0)
@@ -484,7 +542,8 @@ class ShardServer:
         if self._report_port is not None:
             try:
                 self.report_line = ReportLineServer(self.service.handle, self.service.check_token, self._host,
-                                                    self._report_port, rings=self.service).start()
+                                                    self._report_port, rings=self.service,
+                                                    reports=self.service.report_batch).start()
             except OSError as e:
                 self._server.stop(None)
                 raise ShardServiceError(f"the shard service's report line could not listen on {self._host}:"

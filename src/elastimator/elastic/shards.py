@@ -131,6 +131,11 @@ class Shard:
     def length(self) -> int:
         return self.end - self.start
 
+    def to_dict(self) -> dict:
+        """Its fields, JSON-ready (`dataclasses.asdict` took ten times as long: a seal lists every shard out)."""
+        return {"id": self.id, "epoch": self.epoch, "start": self.start, "end": self.end, "owner": self.owner,
+                "consumed": self.consumed, "lease": self.lease}
+
 
 @dataclasses.dataclass(frozen=True)
 class Assigned:
@@ -486,7 +491,7 @@ class ShardBook:
 
         Its size grows with the shards in flight and given back, never with the data set.
         """
-        shards = lambda listed: [dataclasses.asdict(s) for s in listed]  # noqa: E731
+        shards = lambda listed: [s.to_dict() for s in listed]  # noqa: E731
         return {
             "version": _STATE_VERSION,
             "datasets": {
