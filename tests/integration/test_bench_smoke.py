@@ -161,6 +161,18 @@ def test_shard_seals_benchmark_writes_its_results(tmp_path, monkeypatch):
     sys.modules.pop("shard_seals", None)
 
 
+def test_seal_hold_benchmark_writes_its_results(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
+    import seal_hold
+
+    result = seal_hold.main(["--done", "50", "--workers", "20", "--seals", "2", "--rounds", "1", "--out", str(tmp_path)])
+    (run,) = result["runs"]
+    assert run["done_shards"] >= 50 and run["doing_shards"] >= 20 and run["reports"] > 0  # counts, not times
+    assert set(run["lock_held_ms"]) == {"seal", "commit"}
+    assert (tmp_path / "seal_hold.md").exists()
+    sys.modules.pop("seal_hold", None)
+
+
 @pytest.mark.slow
 def test_embedding_gradient_benchmark_writes_its_results(tmp_path, monkeypatch):
     """Slow: four trainer processes, each importing TensorFlow."""

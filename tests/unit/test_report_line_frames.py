@@ -13,8 +13,8 @@ def test_a_report_and_its_reply_come_out_packed_as_they_went_in():
     assert body[:1] == b"R" and len(body) == report_line.PACKED_REPORT.size + len("clicks-été".encode())
     assert unpack_report(body, worker="worker-3") == {**report, "worker": "worker-3"}
 
-    assert unpack_reply(pack_reply({"lease_floor": 2**40})) == {"lease_floor": 2**40}
-    assert unpack_reply(pack_reply({"sealing": True, "lease_floor": 5})) == {"sealing": True, "lease_floor": 5}
+    assert unpack_reply(pack_reply(False, 2**40)) == {"lease_floor": 2**40}
+    assert unpack_reply(pack_reply(True, 5)) == {"sealing": True, "lease_floor": 5}
 
 
 @pytest.mark.parametrize("report", [
@@ -28,10 +28,19 @@ def test_a_report_packing_cannot_say_goes_as_json(report):
     assert pack_report(report) is None
 
 
-def test_a_reply_packing_cannot_say_goes_as_json():
-    assert pack_reply({"error": "FAILED_PRECONDITION: held by w1"}) is None
-    assert pack_reply({}) is None  # no floor: a call without a worker
-    assert pack_reply({"lease_floor": 1, "released": True}) is None
+def test_frames_come_out_whole_however_the_connection_cut_them():
+    frames = [report_line.frame(body) for body in (b"R" + bytes(40), b'{"method": "request"}', b"x" * 300)]
+    buffer = report_line.FrameBuffer()
+    assert list(buffer.bodies(frames[0])) == [b"R" + bytes(40)]  # one whole frame, as most reads are
+    wire = b"".join(frames)
+    cut = [wire[:3], wire[3:50], wire[50:51], wire[51:]]
+    assert [body for chunk in cut for body in buffer.bodies(chunk)] == [b"R" + bytes(40), b'{"method": "request"}',
+                                                                       b"x" * 300]
+    oversized = report_line._LENGTH.pack(report_line.MAX_FRAME_BYTES + 1)  # pylint: disable=protected-access
+    bodies = buffer.bodies(frames[1] + oversized)
+    assert next(bodies) == b'{"method": "request"}'  # the frame before the bad one is answered first
+    with pytest.raises(FrameError, match="the limit is"):
+        next(bodies)
 
 
 def test_packed_frames_of_the_wrong_size_are_not_frames_of_ours():

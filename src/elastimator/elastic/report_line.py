@@ -62,7 +62,7 @@ import struct
 import sys
 import threading
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 from elastimator.elastic.report_ring import ReportRing, RingReader
 from elastimator.elastic.shards import TOKEN_REFUSED, ShardServiceError, error_for
@@ -140,6 +140,16 @@ class FrameBuffer:
     def add(self, chunk: bytes) -> None:
         self._received += chunk
 
+    def bodies(self, chunk: bytes) -> Iterator[bytes]:
+        """Adds `chunk`, then yields the bodies of the whole frames received (FrameError as `next_body`, after the
+        frames before it). A chunk that is one whole frame, the usual case, is not copied into the buffer."""
+        if not self._received and len(chunk) >= _LENGTH.size and len(chunk) == _LENGTH.size + _body_length(chunk):
+            yield chunk[_LENGTH.size:]
+            return
+        self._received += chunk
+        while (body := self.next_body()) is not None:
+            yield body
+
     def next_body(self) -> bytes | None:
         """The next whole frame's body received, or None; FrameError for one over MAX_FRAME_BYTES."""
         if len(self._received) < _LENGTH.size:
@@ -190,12 +200,9 @@ def _report_fields(body: bytes, worker: str) -> tuple[str, str, int, int, int, i
     return worker, dataset, shard_id, consumed, lease, offset
 
 
-def pack_reply(reply: dict) -> bytes | None:
-    """A report's reply, packed; None for one that only JSON can say (an error, a reply without a floor)."""
-    floor = reply.get("lease_floor")
-    if type(floor) is not int or not set(reply) <= {"lease_floor", "sealing"}:
-        return None
-    return PACKED_REPLY.pack(b"A", bool(reply.get("sealing")), floor)
+def pack_reply(sealing: bool, lease_floor: int) -> bytes:
+    """A report's reply, packed: whether a seal holds the report (send it again), and the lease floor."""
+    return PACKED_REPLY.pack(b"A", sealing, lease_floor)
 
 
 def unpack_reply(body: bytes) -> dict:
@@ -333,8 +340,7 @@ class ReportLineServer:
             chunk = connection.sock.recv(1 << 16)
             if not chunk:
                 raise FrameError("the connection closed")
-            connection.received.add(chunk)
-            while (body := connection.received.next_body()) is not None:
+            for body in connection.received.bodies(chunk):
                 self._frame(connection, body)
                 if connection.closing or connection.sock not in self._connections:
                     break
@@ -363,7 +369,7 @@ class ReportLineServer:
             if isinstance(reply, ShardServiceError):
                 body = json.dumps({"error": f"{reply.status}: {reply}", "status": reply.status}).encode("utf-8")
             else:
-                body = PACKED_REPLY.pack(b"A", *reply)
+                body = pack_reply(*reply)
             if connection.sock in self._connections:  # (one whose later frame was garbage is gone)
                 self._send(connection, body)
 
