@@ -252,6 +252,22 @@ def test_a_checkpoint_saved_again_keeps_its_first_seal():
     assert book.status("train")["trained_records"] == 0
 
 
+def test_a_book_keeps_its_newest_committed_seals_and_a_rewind_drops_the_later_ones():
+    book = _book(size=100, shard_size=1)
+    for step in range(1, 26):  # a seal lists every shard in flight: 25 of them are not all kept in memory
+        _train(book, "a", book.request("train", "a"), {})
+        book.commit(book.seal(), checkpoint_step=step)
+    assert [s for s in range(1, 26) if book.is_committed(s)] == list(range(16, 26))
+    with pytest.raises(ShardServiceError, match=r"holds those of steps \[16, .*25\] \(the newest 10\).*seal store"):
+        book.restore(3)
+    book.restore(20)
+    assert book.status("train")["trained_records"] == 20
+    # Steps 21-25 were trained in what the rewind abandoned: saved again, they are sealed anew.
+    assert not book.is_committed(21) and book.is_committed(20)
+    _train(book, "a", book.request("train", "a"), {})
+    assert book.commit(book.seal(), checkpoint_step=21)["datasets"]["train"]["trained_records"] == 21
+
+
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 5, 16, 17, 100, 1000, 4097])
 def test_a_permutation_is_a_seeded_bijection(n):
     order = [Permutation(n, key=3)[i] for i in range(n)]

@@ -42,6 +42,8 @@ SHARD_TAG = "shard_tag"
 [shard id, lease, first record, records], which the report hook sends once the step has trained the batch."""
 
 _STATE_VERSION = 2
+COMMITTED_KEPT = 10
+"""Committed seals a book keeps in memory: the newest, by checkpoint step."""
 
 
 class ShardServiceError(ElastimatorError, ValueError):
@@ -254,6 +256,8 @@ class ShardBook:
         self._datasets: dict[str, _Dataset] = {}
         self._seals: dict[int, dict] = {}
         self._committed: dict[int, dict] = {}
+        """The newest COMMITTED_KEPT committed seals, by checkpoint step (a service's seal store keeps them on
+        disk): a seal lists every shard in flight, so keeping every one would grow with the job's length."""
         self._next_seal = 1
         self._worker_floors: dict[str, int] = {}
         """Per worker, the first lease number handed out after it was last failed: its older ones were taken back."""
@@ -435,7 +439,13 @@ class ShardBook:
         state = self._seals.pop(seal_id, None)
         if state is None:
             raise ShardServiceError(f"no pending seal {seal_id}; seal() right before each checkpoint save.")
-        return self._committed.setdefault(checkpoint_step, state)
+        state = self._committed.setdefault(checkpoint_step, state)
+        self._forget_old_seals()
+        return state
+
+    def _forget_old_seals(self) -> None:
+        while len(self._committed) > COMMITTED_KEPT:
+            del self._committed[min(self._committed)]
 
     def is_committed(self, checkpoint_step: int) -> bool:
         return checkpoint_step in self._committed
@@ -449,7 +459,9 @@ class ShardBook:
         state = committed if committed is not None else self._committed.get(checkpoint_step)
         if state is None:
             raise ShardServiceError(
-                f"no committed seal for checkpoint step {checkpoint_step}; have {sorted(self._committed)}.")
+                f"no committed seal for checkpoint step {checkpoint_step}; this book holds those of steps "
+                f"{sorted(self._committed)} (the newest {COMMITTED_KEPT}). Restore one of those, or give the service "
+                "a seal store (every job's service has one: model_dir/shards/), which keeps older ones.")
         restored = ShardBook.from_dict(state)
         # Ids and leases never repeat: a report from before the rewind must not match a new hand-out.
         self._next_lease = max(self._next_lease, restored._next_lease)
@@ -464,7 +476,10 @@ class ShardBook:
                 del dataset.doing[shard.id]
                 ShardBook._give_back(dataset, shard)
         self._datasets = restored._datasets
+        # Seals of later steps describe the training this rewind abandons: the same steps saved again get new ones.
+        self._committed = {step: kept for step, kept in self._committed.items() if step < checkpoint_step}
         self._committed[checkpoint_step] = state
+        self._forget_old_seals()
         self._seals = {}
         return holders
 
