@@ -13,7 +13,8 @@ way, one load process (`--kill-share` of the workers) is killed: its shards go b
 heard from its workers for `--worker-timeout-secs`, and the others train them.
 
 Reported: steps/s reached against the target (counted by the book from a quarter of the way until the kill),
-the service's CPU per report (its /proc utime + stime over the run, over the reports it counted), report and
+the service's CPU per report (its /proc utime + stime over the reports it counted: in that same window, while every
+worker steps, and over the whole run, with its kernel share), report and
 request round trips (p50, p99, max) as the workers saw them, seal + commit time, and that the book is exact:
 the data set finished with every record counted once (trained records == records; a shard handed back is done
 in pieces, so done shards may exceed shards). Output: results/shard_service_scale.{json,md}.
@@ -281,6 +282,8 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
         "steps_per_sec": round(steady if steady is not None else counted_reports / elapsed),
         "service_cpu_cores": round(cpu / elapsed, 3),
         "steady_cores": {"service": round(steady_cores[0], 2), "load": round(steady_cores[1], 2)},
+        # While every worker steps (a quarter of the way to the kill): the service's CPU over the reports it counted.
+        "steady_service_cpu_us_per_report": round(steady_cores[0] / steady * 1e6, 1) if steady else None,
         "service_cpu_us_per_report": round(cpu / max(1, counted_reports) * 1e6, 1),
         "service_kernel_us_per_report": round(system / max(1, counted_reports) * 1e6, 1),
         "report_ms": percentiles(reports), "request_ms": percentiles(requests), "seal_commit_ms": percentiles(seals),
@@ -293,12 +296,12 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
 def _row(r: dict) -> str:
     """A run's row of the results table."""
     if "failed" in r:
-        return f"| {r['workers']:,} | {r['code']} | failed: {r['failed'][:160]} | | | | | |\n"
+        return f"| {r['workers']:,} | {r['code']} | failed: {r['failed'][:160]} | | | | | | |\n"
     cores = r["steady_cores"]
     return (f"| {r['workers']:,} ({r['killed_workers']} killed) | {r['code']} "
             f"| {r['steps_per_sec']:,} of {r['target_steps_per_sec']:,.0f} "
+            f"| {r.get('steady_service_cpu_us_per_report', '?')} µs ({cores['service']} cores; load {cores['load']}) "
             f"| {r['service_cpu_us_per_report']} µs, {r.get('service_kernel_us_per_report', '?')} in the kernel "
-            f"({cores['service']} cores; load {cores['load']}) "
             f"| {r['report_ms']['p50']} / {r['report_ms']['p99']} "
             f"| {r['request_ms']['p50']} / {r['request_ms']['p99']} "
             f"| {r['seal_commit_ms']['p50']} / {r['seal_commit_ms']['max']} "
@@ -345,9 +348,10 @@ def main(argv=None) -> dict:
         f"{args.step_rate:g} steps/s over the report line and asking for a {args.shard_steps}-step shard when one "
         f"ends; the chief seals and commits every {args.seal_every:g} s; {args.kill_share:.0%} of the workers killed "
         f"half way. Machine: {result['machine']}.\n\n"
-        "| workers | service code | steps/s reached | service CPU per report, in the kernel of it (cores used by the service; by the load) "
+        "| workers | service code | steps/s reached | service CPU per report while all step (cores used by the "
+        "service; by the load) | over the whole run, in the kernel of it "
         "| report p50 / p99 ms | shard request p50 / p99 ms | seal + commit p50 / max ms | book |\n"
-        "|---|---|---|---|---|---|---|---|\n" + rows)
+        "|---|---|---|---|---|---|---|---|---|\n" + rows)
     write_results(args.out, "shard_service_scale", result, markdown)
     return result
 
