@@ -13,7 +13,8 @@ that figure, in one process and one run:
 - **a bare loopback TCP connection**: the same over TCP, as remote workers' lines run (the sender's call also
   runs the receiver's protocol work, so the cost sits with whoever sends).
 
-Each figure is CPU time (this process's, per message). Output: results/report_line_cost.{json,md}.
+Each figure is CPU time (this process's, per message), the median of `--repeats` measurements, interleaved.
+Output: results/report_line_cost.{json,md}.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import argparse
 import os
 import platform
 import socket
+import statistics
 import time
 
 from elastimator.elastic.report_line import PACKED_REPORT, ReportLineServer, _Connection, frame
@@ -96,20 +98,26 @@ def main(argv=None) -> dict:
     parser.add_argument("--connections", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--messages", type=int, default=20_000, help="frames through each bare pair")
+    parser.add_argument("--repeats", type=int, default=5, help="measurements of each figure (the median is kept)")
     parser.add_argument("--out", default=RESULTS)
     args = parser.parse_args(argv)
-    figures = {
-        "line_work_us_per_report": round(line_work(args.connections, args.rounds), 2),
-        "unix_pair_us_per_message": round(bare_pair(socket.socketpair, args.messages), 2),
-        "tcp_loopback_us_per_message": round(bare_pair(tcp_pair, args.messages), 2),
-    }
-    result = {"benchmark": "report_line_cost", "connections": args.connections, "rounds": args.rounds, **figures,
+    measured: dict[str, list[float]] = {"line_work_us_per_report": [], "unix_pair_us_per_message": [],
+                                        "tcp_loopback_us_per_message": []}
+    for _ in range(args.repeats):
+        measured["line_work_us_per_report"].append(line_work(args.connections, args.rounds))
+        measured["unix_pair_us_per_message"].append(bare_pair(socket.socketpair, args.messages))
+        measured["tcp_loopback_us_per_message"].append(bare_pair(tcp_pair, args.messages))
+    figures = {name: round(statistics.median(values), 2) for name, values in measured.items()}
+    result = {"benchmark": "report_line_cost", "connections": args.connections, "rounds": args.rounds,
+              "repeats": args.repeats, **figures,
+              "each_measurement": {name: [round(v, 2) for v in values] for name, values in measured.items()},
               "machine": f"{os.cpu_count()} CPUs, {platform.platform()}"}
     markdown = (
         "# What one report costs the shard service, taken apart\n\n"
         f"`bench/report_line_cost.py`: {args.connections} report lines over Unix socket pairs, {args.rounds} "
         "reports each, read, counted and answered as a turn of the line's loop does; beside it, one "
-        "report-sized frame sent and received over a bare socket pair. CPU µs per report (or message). "
+        "report-sized frame sent and received over a bare socket pair. CPU µs per report (or message), the "
+        f"median of {args.repeats} interleaved measurements. "
         f"Machine: {result['machine']}.\n\n"
         "| the line's work (with a Unix send and receive) | a bare Unix send + receive | a bare loopback TCP send "
         "+ receive |\n|---|---|---|\n"

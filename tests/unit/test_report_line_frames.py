@@ -4,7 +4,7 @@ off the wire is what went on."""
 import pytest
 
 from elastimator.elastic import report_line
-from elastimator.elastic.report_line import FrameError, pack_reply, pack_report, unpack_reply, unpack_report
+from elastimator.elastic.report_line import FrameError, framed_reply, pack_report, unpack_reply, unpack_report
 
 
 def test_a_report_and_its_reply_come_out_packed_as_they_went_in():
@@ -13,8 +13,9 @@ def test_a_report_and_its_reply_come_out_packed_as_they_went_in():
     assert body[:1] == b"R" and len(body) == report_line.PACKED_REPORT.size + len("clicks-été".encode())
     assert unpack_report(body, worker="worker-3") == {**report, "worker": "worker-3"}
 
-    assert unpack_reply(pack_reply(False, 2**40)) == {"lease_floor": 2**40}
-    assert unpack_reply(pack_reply(True, 5)) == {"sealing": True, "lease_floor": 5}
+    assert framed_reply(False, 2**40) == report_line.frame(framed_reply(False, 2**40)[4:])  # its length, then it
+    assert unpack_reply(framed_reply(False, 2**40)[4:]) == {"lease_floor": 2**40}
+    assert unpack_reply(framed_reply(True, 5)[4:]) == {"sealing": True, "lease_floor": 5}
 
 
 @pytest.mark.parametrize("report", [

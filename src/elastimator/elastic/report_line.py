@@ -86,6 +86,8 @@ PACKED_REPORT = struct.Struct(">cqqqq")
 """b"R", shard id, records, lease, first record; the data set's name (UTF-8) follows."""
 PACKED_REPLY = struct.Struct(">c?q")
 """b"A", whether a seal holds the report (send it again), the lease floor."""
+_FRAMED_REPLY = struct.Struct(">Ic?q")
+"""A packed reply with its frame's length before it (`framed_reply`)."""
 
 
 class FrameError(Exception):
@@ -200,9 +202,10 @@ def _report_fields(body: bytes, worker: str) -> tuple[str, str, int, int, int, i
     return worker, dataset, shard_id, consumed, lease, offset
 
 
-def pack_reply(sealing: bool, lease_floor: int) -> bytes:
-    """A report's reply, packed: whether a seal holds the report (send it again), and the lease floor."""
-    return PACKED_REPLY.pack(b"A", sealing, lease_floor)
+def framed_reply(sealing: bool, lease_floor: int) -> bytes:
+    """A report's reply as it goes on the line, packed: whether a seal holds the report (send it again) and the
+    lease floor, after the frame's length (packed at once: the server sends one per report)."""
+    return _FRAMED_REPLY.pack(PACKED_REPLY.size, b"A", sealing, lease_floor)
 
 
 def unpack_reply(body: bytes) -> dict:
@@ -368,10 +371,11 @@ class ReportLineServer:
         for (connection, _), reply in zip(reports, self._count_reports([fields for _, fields in reports])):
             if isinstance(reply, ShardServiceError):
                 body = json.dumps({"error": f"{reply.status}: {reply}", "status": reply.status}).encode("utf-8")
+                data = frame(body)
             else:
-                body = pack_reply(*reply)
+                data = framed_reply(*reply)
             if connection.sock in self._connections:  # (one whose later frame was garbage is gone)
-                self._send(connection, body)
+                self._send_framed(connection, data)
 
     def _count_each(self, reports: list) -> list:
         """`reports` counted one call each through `handle` (a server given no `reports`)."""
@@ -406,7 +410,9 @@ class ReportLineServer:
              **({"ring": connection.ring is not None} if "ring" in hello else {})}).encode("utf-8"))
 
     def _send(self, connection: "_Connection", body: bytes) -> None:
-        data = frame(body)
+        self._send_framed(connection, frame(body))
+
+    def _send_framed(self, connection: "_Connection", data: bytes) -> None:
         if not connection.unsent:  # nothing is waiting: send now
             try:
                 sent = connection.sock.send(data)
