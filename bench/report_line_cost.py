@@ -39,7 +39,7 @@ def line_work(connections: int, rounds: int) -> float:
     service = ShardService(TOKEN)
     service.handle("add_dataset", {"dataset": {"name": "d", "size": connections * rounds * BATCH,
                                                "shard_size": rounds * BATCH}})
-    server = ReportLineServer(service.handle, service.check_token, local=False, reports=service.report_batch)
+    server = ReportLineServer(service.handle, service.check_token, service.report_batch, local=False)
     lines = []
     for i in range(connections):
         worker_end, service_end = socket.socketpair()

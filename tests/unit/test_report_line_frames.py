@@ -11,7 +11,7 @@ def test_a_report_and_its_reply_come_out_packed_as_they_went_in():
     report = {"dataset": "clicks-été", "shard_id": 7, "consumed": 512, "lease": 2**40 + 3, "offset": 10_240}
     body = pack_report(report)
     assert body[:1] == b"R" and len(body) == report_line.PACKED_REPORT.size + len("clicks-été".encode())
-    assert unpack_report(body, worker="worker-3") == {**report, "worker": "worker-3"}
+    assert unpack_report(body, worker="worker-3") == ("worker-3", "clicks-été", 7, 512, 2**40 + 3, 10_240)
 
     assert framed_reply(False, 2**40) == report_line.frame(framed_reply(False, 2**40)[4:])  # its length, then it
     assert unpack_reply(framed_reply(False, 2**40)[4:]) == {"lease_floor": 2**40}

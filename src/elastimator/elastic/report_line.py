@@ -183,15 +183,9 @@ def pack_report(request: dict) -> bytes | None:
     return PACKED_REPORT.pack(b"R", *numbers) + dataset.encode("utf-8")
 
 
-def unpack_report(body: bytes, worker: str) -> dict:
-    """The report call a packed body holds, as `worker` (the line's, from its hello) made it."""
-    worker, dataset, shard_id, consumed, lease, offset = _report_fields(body, worker)
-    return {"dataset": dataset, "worker": worker, "shard_id": shard_id, "consumed": consumed, "lease": lease,
-            "offset": offset}
-
-
-def _report_fields(body: bytes, worker: str) -> tuple[str, str, int, int, int, int]:
-    """A packed report's fields, in the order `ShardService.report_batch` takes them."""
+def unpack_report(body: bytes, worker: str) -> tuple[str, str, int, int, int, int]:
+    """The report a packed body holds, as `worker` (the line's, from its hello) made it: its fields in the order
+    `ShardService.report_batch` takes them (`worker`, `dataset`, `shard_id`, `consumed`, `lease`, `offset`)."""
     if len(body) < PACKED_REPORT.size:
         raise FrameError(f"a packed report of {len(body)} bytes; it takes at least {PACKED_REPORT.size}")
     _, shard_id, consumed, lease, offset = PACKED_REPORT.unpack_from(body)
@@ -230,21 +224,20 @@ class ReportLineServer:
     Args:
         handle: The service's call handler (`ShardService.handle`).
         check_token: Whether a hello's token is the job's.
+        reports: Counts packed reports together (`ShardService.report_batch`).
         host, port: Where to listen; port 0 picks a free one (`port` holds it once started).
         local: Whether to listen on an abstract Unix socket too (Linux only), for workers on this machine.
         rings: Where the report rings of workers on the Unix socket go while their lines are open (the
             `ShardService`: `attach_ring(worker, reader)`, `detach_ring(worker, reader)`); None takes none.
-        reports: Counts packed reports together (`ShardService.report_batch`); None counts each through
-            `handle`.
     """
 
     def __init__(self, handle: Callable[[str, dict], dict], check_token: Callable[[str | None], bool],
-                 host: str = "127.0.0.1", port: int = 0, local: bool = True, rings=None,
-                 reports: Callable[[list], list] | None = None):
+                 reports: Callable[[list], list], host: str = "127.0.0.1", port: int = 0, local: bool = True,
+                 rings=None):
         self._handle = handle
         self._check_token = check_token
         self._rings = rings
-        self._count_reports = reports or self._count_each
+        self._count_reports = reports
         self._reports: list[tuple[_Connection, tuple]] = []
         """The packed reports read in this turn of the loop, not yet counted."""
         host = host.strip("[]")  # an IPv6 host as gRPC spells it
@@ -358,7 +351,7 @@ class ReportLineServer:
         if connection.worker is None:
             self._hello(connection, _json_object(body))
         elif connection.packed and body[:1] == b"R":
-            self._reports.append((connection, _report_fields(body, connection.worker)))
+            self._reports.append((connection, unpack_report(body, connection.worker)))
         else:
             if self._reports:  # what this connection (or another) reported before this call counts first
                 self._answer_reports()
@@ -376,18 +369,6 @@ class ReportLineServer:
                 data = framed_reply(*reply)
             if connection.sock in self._connections:  # (one whose later frame was garbage is gone)
                 self._send_framed(connection, data)
-
-    def _count_each(self, reports: list) -> list:
-        """`reports` counted one call each through `handle` (a server given no `reports`)."""
-        replies = []
-        for worker, dataset, shard_id, consumed, lease, offset in reports:
-            try:
-                reply = self._handle("report", {"dataset": dataset, "worker": worker, "shard_id": shard_id,
-                                                "consumed": consumed, "lease": lease, "offset": offset})
-                replies.append((bool(reply.get("sealing")), reply["lease_floor"]))
-            except ShardServiceError as e:
-                replies.append(e)
-        return replies
 
     def _hello(self, connection: "_Connection", hello: dict) -> None:
         token = hello.get("token")

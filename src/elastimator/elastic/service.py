@@ -165,9 +165,7 @@ class ShardService:
                 else:
                     reply = handler(request)
                 if worker is not None and method != "leave":
-                    self._last_seen[worker] = self._clock()
-                    self._heard.add(worker)
-                    reply["lease_floor"] = self.book.lease_floor_for(worker)
+                    reply["lease_floor"] = self._heard_from(worker, self._clock())
             finally:
                 writes, self._disk_writes = self._disk_writes, []
         for write in writes:  # a seal's files: after the lock, before the answer
@@ -195,10 +193,14 @@ class ShardService:
                     except ShardServiceError as e:
                         replies.append(e)
                         continue
-                self._last_seen[worker] = now
-                self._heard.add(worker)
-                replies.append((sealing, self.book.lease_floor_for(worker)))
+                replies.append((sealing, self._heard_from(worker, now)))
         return replies
+
+    def _heard_from(self, worker: str, now: float) -> int:
+        """Notes that `worker` is alive as of `now`; the lease floor its reply carries."""
+        self._last_seen[worker] = now
+        self._heard.add(worker)
+        return self.book.lease_floor_for(worker)
 
     def _sealing(self, worker: str | None) -> bool:
         """Whether a seal by another worker is waiting for its commit (one past the timeout is dropped)."""
@@ -559,9 +561,9 @@ class ShardServer:
         self.address = f"{self._host}:{port}"
         if self._report_port is not None:
             try:
-                self.report_line = ReportLineServer(self.service.handle, self.service.check_token, self._host,
-                                                    self._report_port, rings=self.service,
-                                                    reports=self.service.report_batch).start()
+                self.report_line = ReportLineServer(self.service.handle, self.service.check_token,
+                                                    self.service.report_batch, self._host, self._report_port,
+                                                    rings=self.service).start()
             except OSError as e:
                 self._server.stop(None)
                 raise ShardServiceError(f"the shard service's report line could not listen on {self._host}:"
