@@ -1,5 +1,6 @@
 """Estimator.train: model_dir layout, resume, hooks, listeners and failure handling."""
 
+import glob
 import os
 
 import numpy as np
@@ -40,6 +41,10 @@ def test_the_graph_file_written_beside_training_is_whole_when_train_returns(make
         saved.ParseFromString(f.read())
     assert {n.name for n in written.node} == {n.name for n in saved.graph_def.node}
     assert any("steps_per_execution" in n.name for n in written.node)
+    events = [event for path in glob.glob(os.path.join(estimator.model_dir, "events.out.tfevents.*"))
+              for event in tf.compat.v1.train.summary_iterator(path) if event.graph_def]
+    shown = tf.compat.v1.GraphDef.FromString(events[-1].graph_def)  # TensorBoard's: the last the events hold
+    assert {n.name for n in shown.node} == {n.name for n in written.node}
 
 
 def test_training_learns_and_resumes(make_estimator, iris):

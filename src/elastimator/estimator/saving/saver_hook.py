@@ -7,7 +7,8 @@ encoder over every node: for the DeepFM benchmark's graph (1,200 nodes with the
 several-step loop) 0.12 s, a tenth of the time to the first step. Here that file
 is written on a thread of its own while training starts; everything else
 happens as in TensorFlow's hook, in the same order, and the file's bytes are the
-same. `end` waits for the file, so it is complete when `train` returns.
+same. `end` waits for the file, so it is complete when `train` returns. The
+GraphDef is made once, for the file, the events' graph and their meta graph.
 """
 
 from __future__ import annotations
@@ -31,11 +32,22 @@ class CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
         if self._save_graph_def:
             self._write_graph_file(graph_def)
         saver = self._get_saver()
-        self._summary_writer.add_graph(graph)
+        self._add_graph(graph, graph_def)
         self._summary_writer.add_meta_graph(meta_graph.create_meta_graph_def(
             graph_def=graph_def, saver_def=saver.saver_def if saver else None))
         self._save(session, step)  # the checkpoint of the step training starts (or resumes) at
         self._timer.update_last_triggered_step(step)
+
+    def _add_graph(self, graph: tf.Graph, graph_def) -> None:
+        """What `add_graph(graph)` writes to the events (the graph's plugin assets, then its GraphDef), from the
+        GraphDef already made rather than another `as_graph_def` of the whole graph (20 ms for the DeepFM
+        benchmark's, before the first step)."""
+        writer = self._summary_writer
+        if not (hasattr(writer, "_write_plugin_assets") and hasattr(writer, "_add_graph_def")):
+            writer.add_graph(graph)  # a writer of another kind: its own way
+            return
+        writer._write_plugin_assets(graph)  # pylint: disable=protected-access
+        writer._add_graph_def(graph_def)  # pylint: disable=protected-access
 
     def end(self, session):
         try:
