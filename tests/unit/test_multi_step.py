@@ -180,7 +180,7 @@ def test_the_loop_runs_each_copied_op_on_the_device_of_the_op_it_copies(tmp_path
     with open(os.path.join(estimator.model_dir, "model.ckpt-10.meta"), "rb") as f:
         meta.ParseFromString(f.read())
     nodes = {node.name: node for node in meta.graph_def.node}
-    scope = "steps_per_execution/"
+    scope = "steps_per_execution/step/"
     copies = {name: node for name, node in nodes.items()  # (the loop's input comes from the host, as each step's)
               if name.startswith(scope) and name[len(scope):] in nodes and nodes[name[len(scope):]].device == placed}
     assert any("Adam" in node.op for node in copies.values())  # the optimizer's update, copied into the loop
