@@ -11,6 +11,7 @@ from typing import Any, Callable
 import numpy as np
 import tensorflow as tf
 
+from elastimator import long_lived
 from elastimator.embedding import engine as embedding_engine
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.run_config import RunConfig
@@ -140,6 +141,7 @@ def build(
     them). `place_on_cluster=False` ignores the cluster's device placement
     (export runs in a local session).
     """
+    long_lived.freeze_once()  # what exists before the first graph stays out of the collector's full passes
     with seeded(config.tf_random_seed):
         return _build(model_fn, params, config, mode, input_fn, features, labels, place_on_cluster)
 

@@ -38,6 +38,7 @@ import tensorflow as tf
 from tensorflow.python.distribute import cross_device_ops as cross_device_ops_lib  # pylint: disable=no-name-in-module
 from tensorflow.python.distribute import mirrored_strategy  # pylint: disable=no-name-in-module
 
+from elastimator import long_lived
 from elastimator.errors import InputFnError, ModelFnError
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.run_config import RunConfig
@@ -82,6 +83,7 @@ def build(*, model_fn: Callable, params: dict | None, config: RunConfig, mode: s
     """
     if mode not in (ModeKeys.TRAIN, ModeKeys.EVAL):
         raise ValueError(f"replicas.build: {mode!r} is built on one device; only TRAIN and EVAL use a strategy.")
+    long_lived.freeze_once()  # (see model_graph.build)
     strategy = _for_sessions(strategy)
     graph = tf.compat.v1.get_default_graph()
     with seeded(config.tf_random_seed), strategy.scope(), \
