@@ -30,7 +30,7 @@ class CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
     """`tf.compat.v1.train.CheckpointSaverHook` (same arguments) that makes the graph's GraphDef once."""
 
     def after_create_session(self, session, coord):
-        step = session.run(self._global_step_tensor)
+        step = self._current_step(session)
         graph = tf.compat.v1.get_default_graph()
         graph_def = graph.as_graph_def(add_shapes=True)  # (the graph is final: one copy serves the file and events)
         if self._save_graph_def:
@@ -41,6 +41,21 @@ class CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
             graph_def=graph_def, saver_def=saver.saver_def if saver else None))
         self._save(session, step)  # the checkpoint of the step training starts (or resumes) at
         self._timer.update_last_triggered_step(step)
+
+    def end(self, session):
+        last_step = self._current_step(session)
+        if last_step != self._timer.last_triggered_step():
+            self._save(session, last_step)
+        for listener in self._listeners:
+            listener.end(session, last_step)
+
+    def _current_step(self, session) -> int:
+        """The global step, read while no step runs, from its variable. TensorFlow's hook reads it through the
+        step read the training's hooks share, which under several steps per call waits for the call's loop:
+        run alone, that read prepares the loop's whole subgraph (0.06 s of graph optimization for the DeepFM
+        benchmark's) for the one value the variable holds anyway."""
+        variable = tf.compat.v1.train.get_global_step()
+        return session.run(variable if variable is not None else self._global_step_tensor)
 
     def _add_graph(self, graph: tf.Graph, graph_def) -> None:
         """What `add_graph(graph)` writes to the events (the graph's plugin assets, then its GraphDef), from the
