@@ -15,6 +15,7 @@ import time
 import tensorflow as tf
 
 from elastimator.errors import CheckpointError, ModelDirError
+from elastimator.estimator.saving import graph_defs
 
 logger = logging.getLogger("elastimator")
 CHECKPOINT_PREFIX = "model.ckpt"
@@ -285,8 +286,9 @@ def step_of_path(checkpoint: str) -> int:
 
 
 def make_saver(config) -> tf.compat.v1.train.Saver:
-    """The Saver every Estimator graph uses: relative paths, retention from RunConfig."""
-    return tf.compat.v1.train.Saver(
+    """The Saver every Estimator graph uses: relative paths, retention from RunConfig, and a finalized graph's
+    meta graph made from its one GraphDef (`graph_defs`)."""
+    return graph_defs.Saver(
         sharded=True,
         max_to_keep=config.keep_checkpoint_max or None,
         keep_checkpoint_every_n_hours=config.keep_checkpoint_every_n_hours,

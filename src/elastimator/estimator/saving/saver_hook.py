@@ -7,11 +7,12 @@ GraphDef once for each, and writes the text with protobuf's pure-Python
 encoder: for the DeepFM benchmark's graph (810 nodes with the several-step
 loop) 0.07 s of encoding, a GraphDef 0.02 s each time.
 
-Here one GraphDef serves the file, the events' graph and their meta graph, and
-the text comes from the protobuf runtime's own encoder (`str()` of the message:
-upb's native one, 6 ms for the same graph). The file parses to the same GraphDef
-as TensorFlow's; its bytes may order an op's attributes differently. Everything
-else happens as in TensorFlow's hook, in the same order.
+Here one GraphDef (`graph_defs.of`) serves the file, the events' graph and meta
+graph, and the meta graphs of the checkpoints elastimator's saver writes. The
+text comes from the protobuf runtime's own encoder (`str()` of the message,
+upb's native one: 6 ms for the same graph). The file parses to the same
+GraphDef as TensorFlow's; its bytes may order an op's attributes differently.
+Everything else happens as in TensorFlow's hook, in the same order.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import tensorflow as tf
 from tensorflow.python.framework import meta_graph  # the meta graph TensorFlow's hook adds to the events
 from tensorflow.python.lib.io import file_io  # TensorFlow's atomic write, as tf.io.write_graph writes
 
+from elastimator.estimator.saving import graph_defs
+
 GRAPH_FILE = "graph.pbtxt"
 
 
@@ -32,7 +35,7 @@ class CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
     def after_create_session(self, session, coord):
         step = self._current_step(session)
         graph = tf.compat.v1.get_default_graph()
-        graph_def = graph.as_graph_def(add_shapes=True)  # (the graph is final: one copy serves the file and events)
+        graph_def = graph_defs.of(graph)  # (the graph is final: one GraphDef serves the file, events and checkpoints)
         if self._save_graph_def:
             write_graph_file(graph_def, self._checkpoint_dir)
         saver = self._get_saver()
