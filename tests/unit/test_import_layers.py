@@ -13,7 +13,7 @@ SOURCE = pathlib.Path(elastimator.__file__).parent
 LAYERS = [
     # Foundations: errors, small helpers, the TensorFlow import, and what reads source without TensorFlow.
     {"errors", "_validate", "_records", "_network", "_context_patch", "_import_hooks", "_keras_routing",
-     "tensorflow_import", "migrate"},
+     "tensorflow_import", "long_lived", "migrate"},
     # tf.estimator's namespaces and building blocks the engine uses.
     {"export", "inputs", "optimizers", "embedding"},
     # The engine.
