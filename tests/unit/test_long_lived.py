@@ -1,6 +1,7 @@
 """The objects alive before a process's first graph are frozen out of the garbage collector's full passes; what the
 calls make after that is collected as before."""
 
+import json
 import os
 import subprocess
 import sys
@@ -37,8 +38,6 @@ PROGRAM = textwrap.dedent("""
 
 
 def _run(tmp_path, **env) -> dict:
-    import json  # pylint: disable=import-outside-toplevel
-
     script = tmp_path / "program.py"
     script.write_text(PROGRAM)
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
