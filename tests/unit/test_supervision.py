@@ -253,6 +253,17 @@ def test_a_dead_worker_restarts_the_whole_group_chief_first_and_leaves_the_evalu
     assert "already started again 2 time(s); giving up" in job.said()
 
 
+def test_a_killed_worker_is_the_cause_when_a_member_reacting_to_it_exits_in_the_same_turn():
+    """worker-1 SIGKILLed; worker-0 lost its all-reduce and exited 1 before the launcher's next look."""
+    job = Job(SYNC_TASKS, policy=SYNC).up()
+    job.at(10.0, sv.Exited("worker-0", 1, "a worker of the all-reduce went away"), sv.Exited("worker-1", -9))
+    assert [(d.task, d.fields["code"]) for d in kinds(job.decisions, sv.Record) if d.event == "restart"] == [
+        ("worker-1", -9)]
+    assert "worker-1 exited with code -9; a synchronous step needs every worker" in job.said()
+    assert job.states() == {"chief-0": sv.State.RESTARTING, "worker-0": sv.State.RESTARTING,
+                            "worker-1": sv.State.RESTARTING, "evaluator-0": sv.State.RUNNING}
+
+
 def test_a_scale_stops_the_group_and_starts_it_again_with_the_new_workers_counting_no_restart():
     job = Job(SYNC_TASKS[:3], workers=2, policy=SYNC).up()
     job.at(10.0, sv.ScaleTo(3))

@@ -231,6 +231,16 @@ def step(job: Job, events: Sequence[Event], now: float, policy: Policy) -> tuple
     return turn.job(), turn.decisions
 
 
+def _killed_first(event: Event) -> int:
+    """Orders one turn's events so that exits by a signal come first (a stable sort keeps the rest in order).
+
+    A process killed from outside (SIGKILL, the OOM killer) is the cause; a synchronous group's other members exit
+    with a code moments later, reacting to the lost all-reduce. When the launcher sees them in one turn, the
+    restart is the killed one's.
+    """
+    return 0 if isinstance(event, Exited) and event.code < 0 else 1
+
+
 class _Turn:
     """One call of `step`: a working copy of the children and the decisions so far."""
 
@@ -247,7 +257,7 @@ class _Turn:
     def run(self, events: Sequence[Event]) -> None:
         if any(isinstance(e, StopRequested) for e in events):
             return self._end(130)
-        for event in events:
+        for event in sorted(events, key=_killed_first):
             if isinstance(event, ScaleTo):
                 self._scale(event.workers)
             elif isinstance(event, Autoscaled):
