@@ -53,7 +53,7 @@ def test_the_steps_loop_builds_without_switching_off_tf2_control_flow():
         return i < 3
 
     with tf.Graph().as_default():
-        result = multi_step._v1_while_loop(cond, lambda i: i + 1, [tf.constant(0)])  # pylint: disable=protected-access
+        result = multi_step.v1_while_loop(cond, lambda i: i + 1, [tf.constant(0)])
         assert result.op.type == "Exit"  # a TF1 frame
         with tf.compat.v1.Session() as session:
             assert session.run(result) == 3

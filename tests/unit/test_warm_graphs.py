@@ -8,6 +8,7 @@ import tensorflow as tf
 
 import elastimator as est
 from elastimator.estimator.loops import warm_graphs
+from elastimator.estimator.step import multi_batch
 from tests.helpers import linear_model_fn, train_input
 
 
@@ -56,6 +57,24 @@ def test_a_second_evaluation_builds_no_model_and_reads_the_newest_checkpoint(cou
     assert second == pytest.approx(expected)
     assert estimator.evaluate(dataset_input(x, y), steps=1) == pytest.approx(
         fresh(estimator).evaluate(dataset_input(x, y), steps=1))  # the metrics start from zero every call
+
+
+def test_a_long_evaluation_runs_several_batches_per_call_with_the_metrics_of_one_per_call(counted, iris, caplog):
+    """Past FEW_BATCHES batches a kept graph runs up to PER_CALL batches per call (estimator/step/multi_batch.py);
+    the metrics are exactly one batch per call's, where the input ends part way through a call and where `steps`
+    ends the evaluation."""
+    estimator, _ = counted
+    x, y = iris
+    long_x, long_y = np.concatenate([x, x, x, x[:1]]), np.concatenate([y, y, y, y[:1]])
+    assert (len(long_x) - multi_batch.FEW_BATCHES) % multi_batch.PER_CALL  # the input ends inside a call
+    with caplog.at_level("INFO", logger="elastimator"):
+        first = estimator.evaluate(dataset_input(long_x, long_y, batch_size=1))
+        second = estimator.evaluate(dataset_input(long_x, long_y, batch_size=1), steps=45)
+    assert caplog.text.count(f"Evaluation runs up to {multi_batch.PER_CALL} batches per session call") == 1
+    assert f"over {len(long_x)} batches" in caplog.text and "over 45 batches" in caplog.text
+    one_per_call = fresh(estimator)
+    assert first == one_per_call.evaluate(dataset_input(long_x, long_y, batch_size=1))
+    assert second == one_per_call.evaluate(dataset_input(long_x, long_y, batch_size=1), steps=45)
 
 
 def test_the_input_fn_runs_every_call_so_a_call_reads_the_data_of_its_time(counted, iris):

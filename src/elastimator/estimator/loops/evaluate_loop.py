@@ -16,6 +16,7 @@ from elastimator.estimator.graph import model_graph, replicas
 from elastimator.estimator.loops import hooked_session, sessions, warm_graphs
 from elastimator.estimator.loops import hooks as engine_hooks
 from elastimator.estimator.saving import checkpoints
+from elastimator.estimator.step import multi_batch
 
 logger = logging.getLogger("elastimator")
 GLOBAL_STEP_KEY = "global_step"
@@ -131,8 +132,16 @@ def _evaluate_kept(graphs, warm, steps: int | None) -> tuple[dict, int]:
     """Runs an evaluation in a kept graph (its input started, its checkpoint restored), then keeps it again."""
     update, values = warm.fetches
     with graphs.in_use(warm):
-        batches = sum(1 for _ in warm_graphs.batches(warm, update, steps))
+        batches = multi_batch.run(warm.session, update, lambda: _batch_loop(warm, update), warm.batches_run, steps)
+        warm.batches_run += batches
         return warm.session.run(values), batches
+
+
+def _batch_loop(warm, update) -> multi_batch.BatchLoop | None:
+    """The kept graph's loop of several batches per call, built on first use."""
+    if warm.batch_loop is None:
+        warm.batch_loop = multi_batch.build_in(warm.graph, warm.session, update) or False
+    return warm.batch_loop or None
 
 
 def _describe(checkpoint: str | None, step: int) -> str:

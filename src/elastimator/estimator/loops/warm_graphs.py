@@ -75,6 +75,10 @@ class WarmGraph:
     """Frees the iterator the last call used up (`WarmGraphs.give_back`); the next call waits for it."""
     usable: bool = True
     """False once freeing the iterator failed: the graph is then closed instead of used."""
+    batches_run: int = 0
+    """An evaluation graph's batches over all its calls (multi_batch builds its loop past a few hundred)."""
+    batch_loop: Any = None
+    """An evaluation graph's loop of several batches per call, once built (multi_batch); False where it cannot be."""
 
     def close(self) -> None:
         """Closes the session, once the iterator is freed."""

@@ -97,7 +97,7 @@ def step_ops(fetches: Iterable[tf.Operation]) -> list[tf.Operation]:
     return order
 
 
-def _copy(ops: Sequence[tf.Operation]) -> dict[tf.Operation, tf.Operation]:
+def copy_ops(ops: Sequence[tf.Operation]) -> dict[tf.Operation, tf.Operation]:
     """Copies `ops` (in dependency order) into the current graph context; inputs outside `ops` are shared.
 
     The copies are imported from the ops' own NodeDefs in one `import_graph_def`, each named for its op under a
@@ -137,12 +137,12 @@ def _copy(ops: Sequence[tf.Operation]) -> dict[tf.Operation, tf.Operation]:
     return copies
 
 
-def _v1_while_loop(cond, body, loop_vars):
+def v1_while_loop(cond, body, loop_vars, name: str = "steps_per_execution"):
     """A TF1 while loop: a frame inside this graph, so the copied ops share its variables and handles directly
     (a TF2 loop would be a function graph that captures each of them). Built as TF1's `while_loop` builds it, but
     without switching TF2 control flow off: that switch is one flag for the whole process, and another thread
     building a graph meanwhile would get TF1 control flow too. (The body makes no control flow of its own.)"""
-    with tf.name_scope("steps_per_execution"):
+    with tf.name_scope(name):
         context = control_flow_ops.WhileContext(parallel_iterations=1, back_prop=False)
         if context.outer_context is None:
             tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.WHILE_CONTEXT, context)
@@ -219,7 +219,7 @@ def build(*, train_op, loss: tf.Tensor, global_step: tf.Variable, steps: int,
         for name, value in outputs.items()}
 
     def body(i):
-        copies = _copy(ops)
+        copies = copy_ops(ops)
         done = [copies[train]]
         for name, value in outputs.items():  # each step's row, kept once the step has run
             row = tf.expand_dims(copies[value.op].outputs[value.value_index], 0)
@@ -232,7 +232,7 @@ def build(*, train_op, loss: tf.Tensor, global_step: tf.Variable, steps: int,
         with tf.name_scope("more_steps"):
             return i < size - 1
 
-    looped = _v1_while_loop(more_steps, body, [tf.constant(0)])
+    looped = v1_while_loop(more_steps, body, [tf.constant(0)])
     with tf.control_dependencies([looped]):
         step_read = tf.identity(global_step.read_value(), name="steps_per_execution/step_read")
     # The original step runs last: every op of it that depends on nothing else in it waits for the loop.
