@@ -59,7 +59,9 @@ def linear_model_fn(est):
         probabilities = tf.sigmoid(logits)
         metrics = {"accuracy": tf.compat.v1.metrics.accuracy(labels, tf.round(probabilities)),
                    "auc": tf.compat.v1.metrics.auc(labels, probabilities)}
-        return est.EstimatorSpec(mode, loss=loss, eval_metric_ops=metrics)
+        train_op = tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(
+            loss, tf.compat.v1.train.get_global_step())
+        return est.EstimatorSpec(mode, loss=loss, train_op=train_op, eval_metric_ops=metrics)
 
     return model_fn
 
