@@ -59,22 +59,72 @@ def test_a_second_evaluation_builds_no_model_and_reads_the_newest_checkpoint(cou
         fresh(estimator).evaluate(dataset_input(x, y), steps=1))  # the metrics start from zero every call
 
 
+class CountingCalls(tf.compat.v1.train.SessionRunHook):
+    """Acts per session call (after_run): an evaluation with it runs one batch per call."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def after_run(self, run_context, run_values):
+        self.calls += 1
+
+
+class AtTheEnd(tf.compat.v1.train.SessionRunHook):
+    """Acts once, at the end: an evaluation with it may run several batches per call."""
+
+    def end(self, session):
+        self.ended = True
+
+
+LOOP_BUILT = f"Evaluation runs up to {multi_batch.PER_CALL} batches per session call"
+
+
+def long_input(iris):
+    """Batches of one: FEW_BATCHES and then some, ending inside a call of the loop."""
+    x, y = iris
+    long_x, long_y = np.concatenate([x, x, x, x[:1]]), np.concatenate([y, y, y, y[:1]])
+    assert (len(long_x) - multi_batch.FEW_BATCHES) % multi_batch.PER_CALL
+    return dataset_input(long_x, long_y, batch_size=1), len(long_x)
+
+
+def one_per_call(estimator, input_fn, steps=None):
+    counting_calls = CountingCalls()
+    results = fresh(estimator).evaluate(input_fn, steps=steps, hooks=[counting_calls])
+    assert counting_calls.calls == (steps or results_batches(input_fn))
+    return results
+
+
+def results_batches(input_fn):
+    return sum(1 for _ in input_fn())
+
+
 def test_a_long_evaluation_runs_several_batches_per_call_with_the_metrics_of_one_per_call(counted, iris, caplog):
     """Past FEW_BATCHES batches a kept graph runs up to PER_CALL batches per call (estimator/step/multi_batch.py);
     the metrics are exactly one batch per call's, where the input ends part way through a call and where `steps`
     ends the evaluation."""
     estimator, _ = counted
-    x, y = iris
-    long_x, long_y = np.concatenate([x, x, x, x[:1]]), np.concatenate([y, y, y, y[:1]])
-    assert (len(long_x) - multi_batch.FEW_BATCHES) % multi_batch.PER_CALL  # the input ends inside a call
+    input_fn, batches = long_input(iris)
     with caplog.at_level("INFO", logger="elastimator"):
-        first = estimator.evaluate(dataset_input(long_x, long_y, batch_size=1))
-        second = estimator.evaluate(dataset_input(long_x, long_y, batch_size=1), steps=45)
-    assert caplog.text.count(f"Evaluation runs up to {multi_batch.PER_CALL} batches per session call") == 1
-    assert f"over {len(long_x)} batches" in caplog.text and "over 45 batches" in caplog.text
-    one_per_call = fresh(estimator)
-    assert first == one_per_call.evaluate(dataset_input(long_x, long_y, batch_size=1))
-    assert second == one_per_call.evaluate(dataset_input(long_x, long_y, batch_size=1), steps=45)
+        first = estimator.evaluate(input_fn)
+        second = estimator.evaluate(input_fn, steps=45)  # the kept loop from the first batch
+    assert caplog.text.count(LOOP_BUILT) == 1
+    assert f"over {batches} batches" in caplog.text and "over 45 batches" in caplog.text
+    assert first == one_per_call(estimator, input_fn)
+    assert second == one_per_call(estimator, input_fn, steps=45)
+
+
+def test_with_hooks_a_long_evaluation_loops_only_where_every_hook_acts_once(counted, iris, caplog):
+    """A hook that acts per call (after_run) keeps one batch per call, as 2.15 ran it; one that acts once lets a
+    graph built afresh (no kept graph: hooks) loop, with the same metrics."""
+    estimator, _ = counted
+    input_fn, batches = long_input(iris)
+    with caplog.at_level("INFO", logger="elastimator"):
+        expected = one_per_call(estimator, input_fn)
+    assert LOOP_BUILT not in caplog.text
+    at_the_end = AtTheEnd()
+    with caplog.at_level("INFO", logger="elastimator"):
+        assert estimator.evaluate(input_fn, hooks=[at_the_end]) == expected
+    assert LOOP_BUILT in caplog.text and f"over {batches} batches" in caplog.text and at_the_end.ended
 
 
 def test_the_input_fn_runs_every_call_so_a_call_reads_the_data_of_its_time(counted, iris):

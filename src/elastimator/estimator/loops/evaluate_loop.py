@@ -97,7 +97,7 @@ def evaluate(
 def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse) -> tuple[dict, int]:
     """Builds the evaluation graph and runs it in a monitored session, or keeps it (`warm_graphs`)."""
     config = estimator.config
-    with tf.Graph().as_default():
+    with tf.Graph().as_default() as graph:
         strategy = config.eval_distribute
         if replicas.replicas_of(strategy) > 1:
             built = replicas.build_for(estimator, ModeKeys.EVAL, input_fn, strategy)
@@ -106,42 +106,48 @@ def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse) 
         spec = built.spec
         # Over replicas, the loss metric is already among them (made in each replica).
         metrics = model_graph.metrics_with_loss(spec)
-        update = tf.group(*(update for _, update in metrics.values()), name="eval_update")
+        eval_step = multi_batch.eval_step()
+        update = multi_batch.counted((update for _, update in metrics.values()), eval_step)
         values = {key: value for key, (value, _) in metrics.items()}
         values[GLOBAL_STEP_KEY] = built.global_step
         scaffold = sessions.evaluation_scaffold(spec, config)
-        warm = reuse.keep(built, scaffold, checkpoint, config.evaluation_master, (update, values),
+        warm = reuse.keep(built, scaffold, checkpoint, config.evaluation_master, (update, values, eval_step),
                           spec.evaluation_hooks) if reuse else None
         if warm is not None:
             return _evaluate_kept(reuse.graphs, warm, steps)
-        final = tf.compat.v1.train.FinalOpsHook(values)
-        all_hooks = list(built.input_hooks) + user_hooks + list(spec.evaluation_hooks) + [final]
-        if steps is not None:
-            all_hooks.append(engine_hooks.StopAfterStepsHook(steps))
+        final, counted = tf.compat.v1.train.FinalOpsHook(values), tf.compat.v1.train.FinalOpsHook(eval_step)
+        all_hooks = list(built.input_hooks) + user_hooks + list(spec.evaluation_hooks) + [final, counted]
         creator = sessions.restoring_session_creator(spec, config, checkpoint, config.evaluation_master,
                                                      scaffold=scaffold)
-        batches = 0
+        loopable = built.replicas == 1 and all(multi_batch.allows_several_batches(hook) for hook in all_hooks)
         with hooked_session.ReusingMonitoredSession(creator, all_hooks) as session:
-            while not session.should_stop():
-                session.run(update)
-                batches += 1
-        return dict(final.final_ops_values), batches
+
+            def several():
+                loop = multi_batch.build_in(graph, update) if loopable else None
+                return None if loop is None else lambda size: session.run(loop.run, feed_dict={loop.size: size})
+
+            multi_batch.run(lambda: session.run(update), several, 0, steps, session.should_stop)
+        return dict(final.final_ops_values), int(counted.final_ops_values)
 
 
 def _evaluate_kept(graphs, warm, steps: int | None) -> tuple[dict, int]:
     """Runs an evaluation in a kept graph (its input started, its checkpoint restored), then keeps it again."""
-    update, values = warm.fetches
+    update, values, eval_step = warm.fetches
     with graphs.in_use(warm):
-        batches = multi_batch.run(warm.session, update, lambda: _batch_loop(warm, update), warm.batches_run, steps)
+        session = warm.session
+        multi_batch.run(session.make_callable(update), lambda: _several(warm, update), warm.batches_run, steps)
+        results, batches = session.run((values, eval_step))
         warm.batches_run += batches
-        return warm.session.run(values), batches
+        return results, int(batches)
 
 
-def _batch_loop(warm, update) -> multi_batch.BatchLoop | None:
-    """The kept graph's loop of several batches per call, built on first use."""
+def _several(warm, update) -> Callable[[int], object] | None:
+    """A call of several batches in the kept graph, its loop built on first use (None where it cannot be)."""
     if warm.batch_loop is None:
-        warm.batch_loop = multi_batch.build_in(warm.graph, warm.session, update) or False
-    return warm.batch_loop or None
+        warm.batch_loop = multi_batch.build_in(warm.graph, update) or False
+    if not warm.batch_loop:
+        return None
+    return warm.session.make_callable(warm.batch_loop.run, feed_list=[warm.batch_loop.size])
 
 
 def _describe(checkpoint: str | None, step: int) -> str:
