@@ -17,9 +17,8 @@ for two models: the DeepFM of deepfm.py (batch 512; about 1 ms of kernels per ba
 linear model over the same features (batch 64), where the call around a batch is a larger share. The break-even
 is the number of batches after which the loop's saving has paid for its building.
 
-Then, end to end, `Estimator.evaluate` over `--long` batches of each model, the second call in a kept graph
-(the first ran them too), in a fresh process per call pair: this checkout against `--against REV` (a worktree of
-that revision, default the commit before evaluation's loop), interleaved over `--rounds` rounds.
+Then, end to end, `Estimator.evaluate` over `--long` batches in a kept graph, with the loop and with one batch
+per call (multi_batch.FEW_BATCHES set out of reach), alternating in one process per model, `--rounds` calls each.
 
 Results go to bench/results/eval_batches_per_call.{json,md}.
 """
@@ -130,22 +129,26 @@ def measure(model: str, batches: int, rounds: int, per_call: int) -> dict:
     }
 
 
-def measure_evaluate(src: str | None, model: str, batches: int) -> float:
-    """Seconds of the second of two `evaluate` calls over `batches` batches, with the elastimator of `src` (a
-    source tree; None for this checkout's)."""
-    if src is not None:
-        sys.path.insert(0, src)
+def measure_evaluate(model: str, batches: int, rounds: int) -> dict[str, list[float]]:
+    """Seconds of `evaluate` calls over `batches` batches in kept graphs, with the loop (`loop`) and with one batch
+    per call (`one_per_call`: multi_batch.FEW_BATCHES out of reach), in one process, alternating."""
     import elastimator as est
+    from elastimator.estimator.step import multi_batch
 
-    if src is not None and not est.__file__.startswith(src):
-        raise RuntimeError(f"imported elastimator from {est.__file__}, not from {src}")
     make_model_fn, batch_size = MODELS[model]
-    estimator = est.Estimator(make_model_fn(est), model_dir=tempfile.mkdtemp(), config=est.RunConfig(tf_random_seed=1))
-    estimator.train(lambda: deepfm.dataset(batch_size), steps=1)
-    estimator.evaluate(lambda: deepfm.dataset(batch_size, batches))
-    started = time.perf_counter()
-    estimator.evaluate(lambda: deepfm.dataset(batch_size, batches))
-    return time.perf_counter() - started
+    model_dir = tempfile.mkdtemp()
+    estimators = {name: est.Estimator(make_model_fn(est), model_dir=model_dir, config=est.RunConfig(tf_random_seed=1))
+                  for name in ("loop", "one_per_call")}
+    estimators["loop"].train(lambda: deepfm.dataset(batch_size), steps=1)
+    few = {"loop": multi_batch.FEW_BATCHES, "one_per_call": 10**12}
+    secs: dict[str, list[float]] = {name: [] for name in estimators}
+    for order in [list(estimators)] + list(timing.shuffled_rounds(list(estimators), rounds)):
+        for name in order:
+            multi_batch.FEW_BATCHES = few[name]
+            started = time.perf_counter()
+            estimators[name].evaluate(lambda: deepfm.dataset(batch_size, batches))
+            secs[name].append(time.perf_counter() - started)
+    return {name: values[1:] for name, values in secs.items()}  # the first call of each built its graph
 
 
 def main() -> None:
@@ -154,19 +157,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--per-call", type=int, default=20)
     parser.add_argument("--long", type=int, default=2000, help="batches of the end-to-end evaluate calls")
-    parser.add_argument("--against", default="157fa6f", help="the git revision to compare evaluate with")
     parser.add_argument("--out", default=report.RESULTS)
     args = parser.parse_args()
     results = [timing.in_fresh_processes(measure, model, args.batches, args.rounds, args.per_call) for model in MODELS]
-    evaluate: dict[str, dict[str, list[float]]] = {model: {"this": [], args.against: []} for model in MODELS}
-    with report.worktree(args.against) as src:
-        for order in timing.shuffled_rounds([(model, name) for model in MODELS for name in ("this", args.against)],
-                                            args.rounds):
-            for model, name in order:
-                evaluate[model][name].append(timing.in_fresh_processes(
-                    measure_evaluate, None if name == "this" else src, model, args.long))
+    evaluate = {model: timing.in_fresh_processes(measure_evaluate, model, args.long, args.rounds) for model in MODELS}
     end_to_end = {model: {"secs": {name: round(statistics.median(s), 4) for name, s in secs.items()},
-                          "speedup": round(statistics.median(secs[args.against]) / statistics.median(secs["this"]), 3)}
+                          "speedup": round(statistics.median(secs["one_per_call"]) / statistics.median(secs["loop"]), 3)}
                   for model, secs in evaluate.items()}
     rows = "".join(
         f"| {r['model']} (batch {r['batch_size']}) | {r['per_batch_ms']['one_per_call']:.3f} | "
@@ -182,14 +178,15 @@ def main() -> None:
         "| model | one per call | one per hooked call | loop | loop speed-up (over one per call / hooked) "
         "| building the loop | break-even batches (one per call / hooked) |\n|---|---|---|---|---|---|---|\n"
         + rows
-        + f"\n`Estimator.evaluate` over {args.long} batches, the second call in a kept graph, seconds (median of "
-          f"{args.rounds} interleaved rounds, each call pair in a fresh process):\n\n"
-          f"| model | this checkout | @{args.against} | speed-up |\n|---|---|---|---|\n"
-        + "".join(f"| {model} | {r['secs']['this']:.3f} | {r['secs'][args.against]:.3f} | {r['speedup']:.2f}x |\n"
+        + f"\n`Estimator.evaluate` over {args.long} batches in a kept graph, seconds (median of {args.rounds} "
+          "interleaved calls each, in one process per model): with the loop, and with one batch per call "
+          "(multi_batch.FEW_BATCHES out of reach).\n\n"
+          "| model | loop | one per call | speed-up |\n|---|---|---|---|\n"
+        + "".join(f"| {model} | {r['secs']['loop']:.3f} | {r['secs']['one_per_call']:.3f} | {r['speedup']:.2f}x |\n"
                   for model, r in end_to_end.items()))
     report.write_results(args.out, "eval_batches_per_call",
                          {"batches": args.batches, "rounds": args.rounds, "per_call": args.per_call,
-                          "long": args.long, "against": args.against, "tensorflow": tf.__version__,
+                          "long": args.long, "tensorflow": tf.__version__,
                           "results": results, "evaluate": end_to_end}, markdown)
 
 

@@ -77,6 +77,25 @@ def test_evaluate_loss_is_the_mean_over_batches(trained, iris):
     assert batched == pytest.approx(whole, rel=1e-5)
 
 
+class _EvalStepReader(tf.compat.v1.train.SessionRunHook):
+    """Reads the eval step as hooks written for 2.15 (tf_slim's among them) find it: the graph's EVAL_STEP."""
+
+    def begin(self):
+        (self._eval_step,) = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.EVAL_STEP)
+
+    def end(self, session):
+        self.batches = session.run(self._eval_step)
+
+
+def test_the_eval_step_counts_the_batches_as_2_15s_did(trained, iris):
+    reader = _EvalStepReader()
+    trained.evaluate(eval_input(*iris, batch_size=20), hooks=[reader])
+    assert reader.batches == 8  # 150 examples in batches of 20
+    reader = _EvalStepReader()
+    trained.evaluate(eval_input(*iris, batch_size=20), steps=3, hooks=[reader])
+    assert reader.batches == 3
+
+
 def test_missing_checkpoint_path_is_a_clear_error(trained, iris):
     with pytest.raises(CheckpointError, match=r"model.ckpt-999' does not exist.*Checkpoints in .*model.ckpt-100"):
         trained.evaluate(eval_input(*iris), checkpoint_path=os.path.join(trained.model_dir, "model.ckpt-999"))
