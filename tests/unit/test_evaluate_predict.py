@@ -87,7 +87,9 @@ class _EvalStepReader(tf.compat.v1.train.SessionRunHook):
         self.batches = session.run(self._eval_step)
 
 
-def test_the_eval_step_counts_the_batches_as_2_15s_did(trained, iris):
+def test_the_eval_step_in_its_collection_counts_the_batches_run(trained, iris):
+    """2.15 read 3 here with steps=3, and 9 for the 8 batches of a whole pass: its increment ran beside the batch's
+    updates, so the call that found the input ended counted too. Here it follows them: the batches run."""
     reader = _EvalStepReader()
     trained.evaluate(eval_input(*iris, batch_size=20), hooks=[reader])
     assert reader.batches == 8  # 150 examples in batches of 20

@@ -22,6 +22,8 @@ Counting. The batch's updates end by incrementing the graph's eval step (the
 local variable of `tf.compat.v1.GraphKeys.EVAL_STEP` that 2.15's evaluation
 counted batches with, made here as there), after the batch's other updates: a
 call the input ends part way through has counted exactly the batches it ran.
+(2.15 incremented it beside the updates, so the call that found the input
+ended counted one more.)
 Metric values are those of one batch per call: the loop's iterations run one
 after another (parallel_iterations=1).
 """
