@@ -127,6 +127,31 @@ def test_with_hooks_a_long_evaluation_loops_only_where_every_hook_acts_once(coun
     assert LOOP_BUILT in caplog.text and f"over {batches} batches" in caplog.text and at_the_end.ended
 
 
+def test_a_long_evaluation_whose_batch_cannot_be_copied_runs_one_batch_per_call(make_estimator, iris, caplog):
+    """TF1 control flow cannot be copied into the loop: the evaluation goes on one batch per call, whole."""
+
+    def model_fn(features, labels, mode, params):
+        spec = linear_model_fn(features, labels, mode, params)
+        if mode != est.ModeKeys.EVAL:
+            return spec
+        tf.compat.v1.disable_control_flow_v2()
+        try:
+            doubled = tf.compat.v1.cond(tf.reduce_sum(features["x"]) > 0, lambda: spec.loss * 2.0, lambda: spec.loss)
+        finally:
+            tf.compat.v1.enable_control_flow_v2()
+        metrics = {**spec.eval_metric_ops, "doubled": tf.compat.v1.metrics.mean(doubled)}
+        return spec._replace(eval_metric_ops=metrics)
+
+    estimator = make_estimator(model_fn=model_fn)
+    estimator.train(train_input(*iris), steps=5)
+    input_fn, batches = long_input(iris)
+    with caplog.at_level("INFO", logger="elastimator"):
+        first, second = estimator.evaluate(input_fn), estimator.evaluate(input_fn)
+    assert LOOP_BUILT not in caplog.text and caplog.text.count(f"over {batches} batches") == 2
+    assert first == second and first["doubled"] == pytest.approx(2 * first["loss"], rel=1e-5)
+    assert tf.compat.v1.control_flow_v2_enabled()
+
+
 def test_the_input_fn_runs_every_call_so_a_call_reads_the_data_of_its_time(counted, iris):
     estimator, modes = counted
     x, _ = iris

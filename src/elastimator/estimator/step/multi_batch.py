@@ -110,8 +110,12 @@ def build_in(graph: tf.Graph, update: tf.Operation) -> BatchLoop | None:
     try:
         with graph.as_default():
             loop = build(update)
-    except ConfigError as error:
+    except ConfigError as error:  # TF1 control flow in the batch
         logger.debug("Evaluation keeps one batch per session call: %s", error)
+        return None
+    except Exception as error:  # noqa: BLE001 - the loop only saves time: the evaluation goes on without it
+        logger.warning("Evaluation keeps one batch per session call: copying the batch into a loop failed (%s: %s).",
+                       type(error).__name__, error)
         return None
     finally:
         graph.finalize()
