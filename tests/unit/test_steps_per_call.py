@@ -104,8 +104,8 @@ class _Calls(tf.compat.v1.train.SessionRunHook):
 
 def _train(tmp_path, name, hooks, **config):
     estimator = est.Estimator(_model_fn, model_dir=str(tmp_path / name),
-                              config=est.RunConfig(tf_random_seed=1, save_checkpoints_steps=60, **config))
-    estimator.train(_input_fn, max_steps=120, hooks=hooks)
+                              config=est.RunConfig(tf_random_seed=1, save_checkpoints_steps=120, **config))
+    estimator.train(_input_fn, max_steps=240, hooks=hooks)
     return estimator
 
 
@@ -115,9 +115,9 @@ def test_by_default_a_fast_step_runs_several_per_call_and_trains_what_one_per_ca
         auto = _train(tmp_path, "auto", [calls])
     single = _train(tmp_path, "single", [], steps_per_execution=1)
     assert "up to 20 steps per session call" in caplog.text
-    assert calls.calls < 120  # the steps, fewer calls
-    assert auto.get_variable_value("global_step") == 120
-    assert [checkpoints.step_of_path(p) for p in checkpoints.all_checkpoints(auto.model_dir)] == [0, 60, 120]
+    assert calls.calls < 240  # the steps, fewer calls
+    assert auto.get_variable_value("global_step") == 240
+    assert [checkpoints.step_of_path(p) for p in checkpoints.all_checkpoints(auto.model_dir)] == [0, 120, 240]
     np.testing.assert_array_equal(auto.get_variable_value("w"), single.get_variable_value("w"))
 
 
@@ -125,7 +125,7 @@ def test_a_hook_that_counts_calls_keeps_one_step_per_call(tmp_path, caplog):
     calls = _PerCallCounter()
     with caplog.at_level(logging.INFO, logger="elastimator"):
         _train(tmp_path, "per_call", [calls])
-    assert calls.calls == 120
+    assert calls.calls == 240
     assert "one step per session call: hook _PerCallCounter runs per session call" in caplog.text
 
 

@@ -34,7 +34,7 @@ def test_the_graph_file_written_beside_training_is_whole_when_train_returns(make
     from google.protobuf import text_format  # pylint: disable=import-outside-toplevel
 
     estimator = make_estimator(save_checkpoints_steps=100)
-    estimator.train(train_input(*iris), steps=60)  # several steps per call: the graph holds the loop's copies too
+    estimator.train(train_input(*iris), steps=200)  # several steps per call: the graph holds the loop's copies too
     written = text_format.Parse(open(os.path.join(estimator.model_dir, "graph.pbtxt")).read(), tf.compat.v1.GraphDef())
     saved = tf.compat.v1.MetaGraphDef()  # the first checkpoint's meta graph: the same graph
     with open(os.path.join(estimator.model_dir, "model.ckpt-0.meta"), "rb") as f:

@@ -45,8 +45,10 @@ MOST_STEPS = 20
 """The most steps one automatically sized call runs."""
 CALL_SECS = 0.2
 """About how long an automatically sized call lasts."""
-FEW_STEPS = 50
-"""Below this many steps to train, calls run one step (the loop costs graph-building time to pay back)."""
+FEW_STEPS = 200
+"""Below this many steps to train, calls run one step: the loop costs 0.1-0.4 s of graph building and first
+optimization per `train` call, and whole calls of 25-150 steps ran 0.72-0.93x as fast with it in every
+measurement (bench/results/loop_break_even.md)."""
 
 _STEP_BASED = (
     tf.compat.v1.train.CheckpointSaverHook,
