@@ -8,8 +8,8 @@ iterator and the variables, which are shared) into a loop, and run `--per-call` 
 in one process per model, interleaved over `--rounds` rounds of `--batches` batches each:
 
 - `one_per_call`: one batch per `Session.make_callable` call (what a kept evaluation graph runs, warm_graphs.py);
-- `one_per_hooked_call`: one batch per call of elastimator's monitored session with the evaluation's own hooks
-  (FinalOpsHook, a stop after N batches): what an evaluation with hooks runs, one batch per call as 2.15 did;
+- `one_per_hooked_call`: one batch per call of elastimator's monitored session with FinalOpsHook and a hook that
+  stops after N batches (as `evaluate(steps=N)` ran before the loop): one batch per call with hooks, as 2.15 ran;
 - `loop`: `--per-call` batches per call through the copied loop;
 - `copy_secs`: building the loop (the copy of one batch's ops), paid once per graph.
 
@@ -74,7 +74,7 @@ def measure(model: str, batches: int, rounds: int, per_call: int) -> dict:
     from elastimator.estimator.graph import model_graph
     from elastimator.estimator.loops import hooked_session
     from elastimator.estimator.loops import hooks as engine_hooks
-    from elastimator.estimator.step import multi_step
+    from elastimator.estimator.step import multi_batch
 
     make_model_fn, batch_size = MODELS[model]
     estimator = est.Estimator(make_model_fn(est), model_dir=tempfile.mkdtemp(), config=est.RunConfig(tf_random_seed=1))
@@ -84,15 +84,7 @@ def measure(model: str, batches: int, rounds: int, per_call: int) -> dict:
         update = tf.group(*(update for _, update in metrics.values()))
         values = {key: value for key, (value, _) in metrics.items()}
         started = time.perf_counter()
-        ops = multi_step.step_ops([update])
-        size = tf.compat.v1.placeholder_with_default(tf.constant(1, tf.int32), [])
-
-        def body(i):
-            copies = multi_step.copy_ops(ops)
-            with tf.control_dependencies([copies[update]]):
-                return i + 1
-
-        looped = multi_step.v1_while_loop(lambda i: i < size, body, [tf.constant(0)])
+        loop = multi_batch.build(update)
         copy_secs = time.perf_counter() - started
         iterator = built.input_hooks[0].iterator
         scaffold = tf.compat.v1.train.Scaffold(local_init_op=tf.group(
@@ -101,11 +93,11 @@ def measure(model: str, batches: int, rounds: int, per_call: int) -> dict:
         with hooked_session.ReusingMonitoredSession(tf.compat.v1.train.ChiefSessionCreator(scaffold=scaffold),
                                                     hooks) as hooked:
             session = hooked._tf_sess()  # pylint: disable=protected-access  (the same session, without the hooks)
-            one, loop = session.make_callable(update), session.make_callable(looped, feed_list=[size])
+            one, several = session.make_callable(update), session.make_callable(loop.run, feed_list=[loop.size])
             runs = {
                 "one_per_call": lambda: [one() for _ in range(batches)],
                 "one_per_hooked_call": lambda: [hooked.run(update) for _ in range(batches)],
-                "loop": lambda: [loop(per_call) for _ in range(batches // per_call)],
+                "loop": lambda: [several(per_call) for _ in range(batches // per_call)],
             }
             for run in runs.values():  # warm up: the executors, the input's prefetch
                 run()
@@ -119,7 +111,7 @@ def measure(model: str, batches: int, rounds: int, per_call: int) -> dict:
     per_batch = {name: statistics.median(s) / (done if name == "loop" else batches) for name, s in secs.items()}
     saving = per_batch["one_per_call"] - per_batch["loop"]
     return {
-        "model": model, "batch_size": batch_size, "ops_copied": len(ops), "copy_secs": round(copy_secs, 4),
+        "model": model, "batch_size": batch_size, "ops_copied": loop.ops, "copy_secs": round(copy_secs, 4),
         "per_batch_ms": {name: round(value * 1000, 4) for name, value in per_batch.items()},
         "loop_speedup_over_one_per_call": round(per_batch["one_per_call"] / per_batch["loop"], 3),
         "loop_speedup_over_hooked_call": round(per_batch["one_per_hooked_call"] / per_batch["loop"], 3),

@@ -224,17 +224,15 @@ def reuse_for(estimator, mode: str, hooks: Iterable, checkpoint: str | None, *ex
     return Reuse(graphs=graphs, estimator=estimator, mode=mode, key=key)
 
 
-def batches(warm: WarmGraph, fetches, most: int | None = None) -> Iterator:
-    """Runs `fetches` in a readied kept graph until its input ends (or `most` times), yielding each result."""
+def batches(warm: WarmGraph, fetches) -> Iterator:
+    """Runs `fetches` in a readied kept graph until its input ends, yielding each result."""
     run = warm.session.make_callable(fetches)
-    done = 0
-    while most is None or done < most:
+    while True:
         try:
             result = run()
         except tf.errors.OutOfRangeError:
             return
         yield result
-        done += 1
 
 
 def _start(warm: WarmGraph, estimator, input_fn: Callable, checkpoint: str) -> bool:

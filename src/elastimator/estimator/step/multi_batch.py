@@ -37,7 +37,7 @@ from typing import Callable, Iterable
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
-from elastimator.estimator.step import multi_step
+from elastimator.estimator.step import multi_step, steps_per_call
 
 logger = logging.getLogger("elastimator")
 
@@ -45,7 +45,6 @@ FEW_BATCHES = 300
 """Batches run one per call before the loop is built (which they then pay back)."""
 PER_CALL = 20
 """The most batches one call of the loop runs."""
-_BASE = tf.compat.v1.train.SessionRunHook
 
 
 def eval_step() -> tf.Variable:
@@ -72,8 +71,7 @@ def counted(updates: Iterable, step: tf.Variable) -> tf.Operation:
 def allows_several_batches(hook) -> bool:
     """Whether `hook` acts the same when a call runs several batches: it overrides neither `before_run` nor
     `after_run` (the dataset's initializer, FinalOpsHook), so it acts once, not per call."""
-    kind = type(hook)
-    return kind.before_run is _BASE.before_run and kind.after_run is _BASE.after_run
+    return steps_per_call.acts_on_no_call(hook)
 
 
 @dataclasses.dataclass(frozen=True)

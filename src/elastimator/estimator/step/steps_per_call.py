@@ -73,6 +73,11 @@ def allows_several_steps(hook) -> bool:
         return True
     if isinstance(hook, tf.compat.v1.train.ProfilerHook):  # a trace of several steps is not what it asked for,
         return hook_steps.every_steps(hook) is not None  # unless its steps are planned to be calls of their own
+    return acts_on_no_call(hook)
+
+
+def acts_on_no_call(hook) -> bool:
+    """Whether `hook` overrides neither `before_run` nor `after_run`: whatever a session call runs, it sees none."""
     kind = type(hook)
     return kind.before_run is _BASE.before_run and kind.after_run is _BASE.after_run
 
