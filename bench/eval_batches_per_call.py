@@ -54,6 +54,8 @@ def linear_model_fn(est):
         dense = tf.compat.v1.get_variable("dense", [deepfm.NUM_DENSE, 1], initializer=tf.compat.v1.zeros_initializer())
         logits = tf.reduce_sum(tf.nn.embedding_lookup(weights, features["ids"] + offsets), axis=1)
         logits += tf.matmul(features["dense"], dense)
+        if mode == est.ModeKeys.PREDICT:
+            return est.EstimatorSpec(mode, predictions={"probabilities": tf.sigmoid(logits)})
         loss = tf.compat.v1.losses.sigmoid_cross_entropy(labels, logits)
         probabilities = tf.sigmoid(logits)
         metrics = {"accuracy": tf.compat.v1.metrics.accuracy(labels, tf.round(probabilities)),

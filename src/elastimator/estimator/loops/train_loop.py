@@ -151,7 +151,7 @@ def train(
         step, plan = _training_step(built, config, steps, max_steps, restored_step,
                                     user_hooks + list(built.input_hooks) + model_hooks)
         user_hooks = training_step.build_hooks(user_hooks, step)
-        scaffold = sessions.make_scaffold(spec, config)
+        scaffold = sessions.make_scaffold(spec, config, ready_once_made=config.is_chief)
         if not tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS):
             # Where a user's CheckpointSaverHook (without a saver or scaffold) finds the training's saver.
             tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SAVERS, scaffold.saver)

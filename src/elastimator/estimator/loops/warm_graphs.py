@@ -44,6 +44,7 @@ from tensorflow.python.framework import op_def_registry  # is an op type statefu
 from elastimator import tensorflow_import
 from elastimator.estimator.contract.run_config import RunConfig
 from elastimator.estimator.graph import calls, model_graph
+from elastimator.estimator.loops import sessions
 
 MAX_CALLS = 64
 """Calls a kept graph serves before it is built afresh (each adds its input pipeline's ops)."""
@@ -192,7 +193,7 @@ class Reuse:
         reset = tf.compat.v1.local_variables_initializer()
         iterator = built.input_hooks[0].iterator
         release = iterator.make_initializer(built.input_hooks[0].dataset.take(0))
-        ready = tf.constant([], tf.string, name="restored_whole")
+        ready = sessions.no_readiness_check()
         scaffold = tf.compat.v1.train.Scaffold(ready_op=ready, ready_for_local_init_op=ready,
                                                copy_from_scaffold=scaffold)
         creator = tf.compat.v1.train.ChiefSessionCreator(
