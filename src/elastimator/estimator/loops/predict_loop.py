@@ -89,7 +89,7 @@ def _batches_afresh(estimator, input_fn, predict_keys, user_hooks, checkpoint, r
     with tf.Graph().as_default():
         built = model_graph.build_for(estimator, ModeKeys.PREDICT, input_fn)
         predictions = select(built.spec.predictions, predict_keys)
-        scaffold = sessions.make_scaffold(built.spec, config)
+        scaffold = sessions.make_scaffold(built.spec, config, ready_once_made=True)
         warm = reuse.keep(built, scaffold, checkpoint, config.master, predictions,
                           built.spec.prediction_hooks) if reuse else None
         if warm is not None:

@@ -18,23 +18,25 @@ def make_scaffold(spec, config, *, ready_once_made: bool = False) -> tf.compat.v
     """The user's scaffold, with elastimator's saver filled in when it has none.
 
     With `ready_once_made` (a session that initializes or restores the model itself, not one that waits for
-    another process to), the readiness checks are left out where they cannot fail: the scaffold initializes
-    nothing of the model's own (no init or local init op, init_fn or readiness check of its own) and the saver
-    is elastimator's. That saver is built when the scaffold is finalized, after every hook's `begin`, over every
-    global variable and saveable, so a restore sets them all or raises; without a checkpoint the default init op
-    initializes them all, and the default local init op every local variable. The checks (which variables are
-    still uninitialized, built op by op for each) cost a session some 60-90 ms of building and optimizing
-    before the first step (bench/results/graph_optimizer.md's model, measured in issue 61's notes).
+    another process to), TensorFlow's readiness checks are left out where they cannot fail: the model's scaffold
+    initializes nothing itself (no init or local init op, init_fn or readiness check of its own), the graph
+    registers no shared resource (which a restore does not set), and the saver is elastimator's. That saver is
+    built when the scaffold is finalized, after every hook's `begin`, over every global variable and saveable,
+    so a restore sets them all or raises; without a checkpoint the default init op initializes them all, and the
+    default local init op every local variable. The checks (which variables are still uninitialized, built op
+    by op for each) cost the DeepFM benchmark's training session 60-90 ms before its first step
+    (docs/performance.md).
     """
     user = spec.scaffold
     if user is not None and user.saver is not None:
         return user
-    ready = no_readiness_check() if ready_once_made and not _initializes_itself(user) else None
+    shared = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.RESOURCES)
+    ready = _no_readiness_check() if ready_once_made and not shared and not _initializes_itself(user) else None
     return tf.compat.v1.train.Scaffold(saver=checkpoints.make_saver(config), ready_op=ready,
                                        ready_for_local_init_op=ready, copy_from_scaffold=user)
 
 
-def no_readiness_check() -> tf.Tensor:
+def _no_readiness_check() -> tf.Tensor:
     """A readiness check that always passes (an empty list of uninitialized names), for a scaffold whose session
     cannot come out of its init or restore unready (`make_scaffold`)."""
     return tf.constant([], tf.string, name="ready_once_made")
@@ -104,7 +106,7 @@ def evaluation_scaffold(spec, config) -> tf.compat.v1.train.Scaffold:
     scaffold, so a `local_init_op` of the model's alone would leave them uninitialized; tf.estimator grouped
     the two, and frameworks (AdaNet) rely on it.
     """
-    scaffold = make_scaffold(spec, config)
+    scaffold = make_scaffold(spec, config, ready_once_made=True)
     user = spec.scaffold
     if user is None or user.local_init_op is None:
         return scaffold

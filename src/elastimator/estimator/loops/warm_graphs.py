@@ -44,7 +44,6 @@ from tensorflow.python.framework import op_def_registry  # is an op type statefu
 from elastimator import tensorflow_import
 from elastimator.estimator.contract.run_config import RunConfig
 from elastimator.estimator.graph import calls, model_graph
-from elastimator.estimator.loops import sessions
 
 MAX_CALLS = 64
 """Calls a kept graph serves before it is built afresh (each adds its input pipeline's ops)."""
@@ -180,9 +179,8 @@ class Reuse:
         """Keeps the graph a call just built (its session not made yet), if the next call can reuse it: its session
         made, the checkpoint restored, the input started. None where it cannot; the call then runs it as 2.15 did.
 
-        The scaffold's readiness checks (which variables are still uninitialized, built op by op for each variable)
-        are left out: a graph is kept only with a checkpoint and elastimator's saver of every global variable, whose
-        restore either sets them all or raises.
+        `scaffold` is `sessions.make_scaffold(..., ready_once_made=True)`'s: a kept graph has no scaffold of the
+        model's, so its readiness checks are left out wherever they cannot fail.
         """
         if not _keepable(built, other_hooks, master):
             return None
@@ -193,9 +191,6 @@ class Reuse:
         reset = tf.compat.v1.local_variables_initializer()
         iterator = built.input_hooks[0].iterator
         release = iterator.make_initializer(built.input_hooks[0].dataset.take(0))
-        ready = sessions.no_readiness_check()
-        scaffold = tf.compat.v1.train.Scaffold(ready_op=ready, ready_for_local_init_op=ready,
-                                               copy_from_scaffold=scaffold)
         creator = tf.compat.v1.train.ChiefSessionCreator(
             scaffold=scaffold, master=master, config=self.estimator.config.effective_session_config(),
             checkpoint_filename_with_path=checkpoint)
