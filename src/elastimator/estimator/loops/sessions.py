@@ -30,8 +30,7 @@ def make_scaffold(spec, config, *, ready_once_made: bool = False) -> tf.compat.v
     user = spec.scaffold
     if user is not None and user.saver is not None:
         return user
-    shared = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.RESOURCES)
-    ready = _no_readiness_check() if ready_once_made and not shared and not _initializes_itself(user) else None
+    ready = _no_readiness_check() if ready_once_made and _checks_cannot_fail(user) else None
     return tf.compat.v1.train.Scaffold(saver=checkpoints.make_saver(config), ready_op=ready,
                                        ready_for_local_init_op=ready, copy_from_scaffold=user)
 
@@ -42,12 +41,15 @@ def _no_readiness_check() -> tf.Tensor:
     return tf.constant([], tf.string, name="ready_once_made")
 
 
-def _initializes_itself(scaffold) -> bool:
-    """Whether a model's scaffold initializes or checks anything itself."""
-    if scaffold is None:
+def _checks_cannot_fail(scaffold) -> bool:
+    """Whether, with elastimator's saver, the readiness checks cannot fail (`make_scaffold`): the model's scaffold
+    (None: it has none) initializes or checks nothing itself, and the graph registers no shared resource."""
+    if tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.RESOURCES):
         return False
-    return any(part is not None for part in (scaffold.init_op, scaffold.init_fn, scaffold.ready_op,
-                                              scaffold.ready_for_local_init_op, scaffold.local_init_op))
+    if scaffold is None:
+        return True
+    return all(part is None for part in (scaffold.init_op, scaffold.init_fn, scaffold.ready_op,
+                                         scaffold.ready_for_local_init_op, scaffold.local_init_op))
 
 
 class WorkerSessionCreator(tf.compat.v1.train.SessionCreator):
