@@ -1,12 +1,15 @@
 """The shard service at the size of a large job: N simulated workers stepping at a given rate, a chief sealing.
 
 Run:  python bench/shard_service_scale.py [--workers 1000] [--step-rate 10] [--seal-every 5] [--kill-share 0.25]
+                                          [--load c|python] [--against REV]
 
 The service is the real standalone one (`elastimator shard-service`: gRPC, the report line, the book, seals
 on disk), pinned to one core. The workers are lean: a few load processes on the other core, each an event
 loop over raw report-line connections that speak the line's frames (a packed report per step, a JSON shard
-request when a shard ends), so the service's cost is its own and the clients' Python does not share its
-core. A worker reports a `--batch`-record batch every 1/`--step-rate` s and asks for a shard of
+request when a shard ends), so the service's cost is its own and the clients' do not share its core. The load
+processes are C (`report_load.c`, built with the machine's `cc`; the Python ones where there is none, or with
+`--load python`): at 5,000 workers the Python ones saturated their own core, so what the benchmark measured
+was partly the load. A worker reports a `--batch`-record batch every 1/`--step-rate` s and asks for a shard of
 `--shard-steps` batches when its shard ends; a report refused because a seal is pending is sent again 10 ms
 later, as `ShardClient` does. The chief (this process) seals and commits over gRPC every `--seal-every` s. Half
 way, one load process (`--kill-share` of the workers) is killed: its shards go back when the service has not
@@ -28,6 +31,7 @@ import json
 import os
 import platform
 import selectors
+import shutil
 import signal
 import socket
 import subprocess
@@ -173,6 +177,18 @@ def run_load_process(host: str, port: int, first: int, count: int, step_rate: fl
 
 # ---------------------------------------------------------------- the driver: service, load processes, chief
 
+def build_c_load(directory: str) -> str | None:
+    """Compiles `report_load.c` (the lean load process) into `directory`; its path, or None without a C compiler
+    (the Python load process runs instead)."""
+    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if compiler is None:
+        return None
+    binary = os.path.join(directory, "report_load")
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_load.c")
+    subprocess.run([compiler, "-O2", "-o", binary, source], check=True)
+    return binary
+
+
 def _cpu_seconds(pid: int) -> float:
     return sum(_cpu_split(pid))
 
@@ -192,10 +208,10 @@ def _pin(pid: int, cpus: set[int]) -> None:
 
 def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps: int, seconds: float,
         seal_every: float, kill_share: float, worker_timeout_secs: float, pin: bool = True,
-        service_src: str | None = None) -> dict:
+        service_src: str | None = None, load: str | None = None) -> dict:
     """One run (see the module doc); `pin` puts the service on a core of its own and this process and the load on
     the others (a test sharing the machine leaves it off); `service_src` runs the service from another source tree
-    (a worktree of another revision)."""
+    (a worktree of another revision); `load` is the built C load process (`build_c_load`), None for Python's."""
     records = int(workers * step_rate * batch * seconds)
     shard_size = batch * shard_steps
     model_dir = tempfile.mkdtemp(prefix="shard-scale-")
@@ -226,9 +242,11 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
         started = time.monotonic()
         first = 0
         for i, count in enumerate(per_process):
+            arguments = [host, str(line_port), str(first), str(count), str(step_rate), str(batch), outs[i],
+                         str(seconds * 10)]
             loads.append(subprocess.Popen(
-                [sys.executable, os.path.abspath(__file__), "--load-process", host, str(line_port), str(first),
-                 str(count), str(step_rate), str(batch), outs[i], str(seconds * 10)]))
+                [load, *arguments, TOKEN, DATASET] if load else
+                [sys.executable, os.path.abspath(__file__), "--load-process", *arguments]))
             first += count
         killed = round(kill_share * processes) if kill_share else 0
         seals, kill_at = [], started + seconds / 2
@@ -296,9 +314,9 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
 def _row(r: dict) -> str:
     """A run's row of the results table."""
     if "failed" in r:
-        return f"| {r['workers']:,} | {r['code']} | failed: {r['failed'][:160]} | | | | | | |\n"
+        return f"| {r['workers']:,} | {r['code']} | | failed: {r['failed'][:160]} | | | | | | |\n"
     cores = r["steady_cores"]
-    return (f"| {r['workers']:,} ({r['killed_workers']} killed) | {r['code']} "
+    return (f"| {r['workers']:,} ({r['killed_workers']} killed) | {r['code']} | {r.get('load', 'Python')} "
             f"| {r['steps_per_sec']:,} of {r['target_steps_per_sec']:,.0f} "
             f"| {r.get('steady_service_cpu_us_per_report', '?')} µs ({cores['service']} cores; load {cores['load']}) "
             f"| {r['service_cpu_us_per_report']} µs, {r.get('service_kernel_us_per_report', '?')} in the kernel "
@@ -326,16 +344,22 @@ def main(argv=None) -> dict:
     parser.add_argument("--rounds", type=int, default=1, help="runs of each size and code, interleaved")
     parser.add_argument("--against", metavar="REV", help="also run the service with the code of this git revision "
                         "(a worktree), side by side: before each run of this checkout's, at each size")
+    parser.add_argument("--load", choices=["c", "python"], default="c",
+                        help="the load processes: the lean C one (report_load.c; Python's where no C compiler is "
+                        "found) or Python's")
     parser.add_argument("--out", default=RESULTS)
     args = parser.parse_args(argv)
     runs = []
-    with worktree(args.against) as src:
+    with worktree(args.against) as src, tempfile.TemporaryDirectory() as scratch:
+        load = build_c_load(scratch) if args.load == "c" else None
+        load_kind = "C" if load else "Python"
         for n in [n for n in args.workers for _ in range(args.rounds)]:
             for code, service_src in ([(f"@{args.against}", src)] if src else []) + [("this checkout", None)]:
                 try:
                     runs.append({"code": code, **run(n, args.processes, args.step_rate, args.batch, args.shard_steps,
                                                      args.seconds, args.seal_every, args.kill_share,
-                                                     args.worker_timeout_secs, service_src=service_src)})
+                                                     args.worker_timeout_secs, service_src=service_src,
+                                                     load=load), "load": load_kind})
                 except (RuntimeError, OSError, TimeoutError) as e:  # e.g. a service that refuses connections
                     runs.append({"code": code, "workers": n, "failed": f"{type(e).__name__}: {e}"})
     result = {"benchmark": "shard_service_scale", "runs": runs,
@@ -344,14 +368,15 @@ def main(argv=None) -> dict:
     markdown = (
         "# The shard service at scale\n\n"
         f"`bench/shard_service_scale.py`: the standalone service pinned to one core; simulated workers in "
-        f"{args.processes} lean load processes on the other core, each reporting a {args.batch}-record batch at "
+        f"{args.processes} lean load processes on the other core (C: `report_load.c`, one epoll loop per process; "
+        f"or Python's), each reporting a {args.batch}-record batch at "
         f"{args.step_rate:g} steps/s over the report line and asking for a {args.shard_steps}-step shard when one "
         f"ends; the chief seals and commits every {args.seal_every:g} s; {args.kill_share:.0%} of the workers killed "
         f"half way. Machine: {result['machine']}.\n\n"
-        "| workers | service code | steps/s reached | service CPU per report while all step (cores used by the "
+        "| workers | service code | load | steps/s reached | service CPU per report while all step (cores used by the "
         "service; by the load) | over the whole run, in the kernel of it "
         "| report p50 / p99 ms | shard request p50 / p99 ms | seal + commit p50 / max ms | book |\n"
-        "|---|---|---|---|---|---|---|---|---|\n" + rows)
+        "|---|---|---|---|---|---|---|---|---|---|\n" + rows)
     write_results(args.out, "shard_service_scale", result, markdown)
     return result
 

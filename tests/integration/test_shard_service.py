@@ -191,15 +191,20 @@ def test_64_concurrent_clients_lose_nothing(monkeypatch):
 
 
 @pytest.mark.slow
-def test_hundreds_of_workers_stepping_with_seals_and_a_kill_leave_the_book_exact(monkeypatch):
-    """240 simulated workers (bench/shard_service_scale.py's, over the real report line) at 10 steps/s against the
-    standalone service, the chief sealing every second, a quarter of them killed half way: the data set finishes
-    with every record counted once, the killed workers' shards trained by the others."""
+@pytest.mark.parametrize("load", ["python", "c"])
+def test_hundreds_of_workers_stepping_with_seals_and_a_kill_leave_the_book_exact(monkeypatch, tmp_path, load):
+    """240 simulated workers (bench/shard_service_scale.py's, over the real report line; its Python load processes
+    and its C ones) at 10 steps/s against the standalone service, the chief sealing every second, a quarter of them
+    killed half way: the data set finishes with every record counted once, the killed workers' shards trained by
+    the others."""
     monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
-    from shard_service_scale import run  # the benchmark's own driver
+    from shard_service_scale import build_c_load, run  # the benchmark's own driver
 
+    binary = build_c_load(str(tmp_path)) if load == "c" else None
+    if load == "c" and binary is None:
+        pytest.skip("no C compiler to build bench/report_load.c")
     result = run(workers=240, processes=4, step_rate=10, batch=16, shard_steps=10, seconds=6, seal_every=1,
-                 kill_share=0.25, worker_timeout_secs=3, pin=False)
+                 kill_share=0.25, worker_timeout_secs=3, pin=False, load=binary)
     assert result["killed_workers"] == 60
     assert result["book"] == {**result["book"], "finished": True, "trained_records": result["records"],
                               "exact": True}, result

@@ -373,3 +373,23 @@ def test_a_released_shard_goes_back_whole_and_only_its_holder_can_release_it():
     assert book.release("train", "a", shard.shard_id, shard.lease)
     again = book.request("train", "b")
     assert (again.start, again.end) == (shard.start, shard.end) and not book.holds("a")
+
+
+def test_failing_many_workers_at_once_leaves_the_book_as_failing_them_one_by_one():
+    """A service reaps every silent worker in one pass over the shards in flight: the shards go back in the same
+    order, with the same counts and lease floors, as failing the workers one at a time."""
+    one_by_one, at_once = _book(size=400, shard_size=10), _book(size=400, shard_size=10)
+    for book in (one_by_one, at_once):
+        book.add_dataset(ShardingSpec(name="eval", size=100, shard_size=10))
+        for i in range(30):  # three shards each of train for w0..w9, one of eval for each
+            book.request("train", f"w{i % 10}")
+            if i < 10:
+                decision = book.request("eval", f"w{i}")
+                book.report("eval", f"w{i}", decision.shard_id, 3)
+        book.report("train", "w2", 2, 4)  # w2's first shard, partly trained
+    failing = ["w7", "w2", "w4", "w9"]
+    expected = {worker: one_by_one.fail_worker(worker) for worker in failing}
+    assert at_once.fail_workers(failing) == expected == {"w7": 4, "w2": 4, "w4": 4, "w9": 4}
+    assert at_once.to_dict() == one_by_one.to_dict()
+    assert [at_once.lease_floor_for(w) for w in failing] == [one_by_one.lease_floor_for(w) for w in failing]
+    assert at_once.request("train", "w0") == one_by_one.request("train", "w0")  # the same remainder first

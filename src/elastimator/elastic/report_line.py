@@ -142,10 +142,15 @@ class FrameBuffer:
     def add(self, chunk: bytes) -> None:
         self._received += chunk
 
+    def whole(self, chunk: bytes) -> bool:
+        """Whether `chunk` is one whole frame, with nothing received before it (the usual case: read it as it is,
+        without adding it); FrameError for one over MAX_FRAME_BYTES."""
+        return not self._received and len(chunk) >= _LENGTH.size and len(chunk) == _LENGTH.size + _body_length(chunk)
+
     def bodies(self, chunk: bytes) -> Iterator[bytes]:
         """Adds `chunk`, then yields the bodies of the whole frames received (FrameError as `next_body`, after the
-        frames before it). A chunk that is one whole frame, the usual case, is not copied into the buffer."""
-        if not self._received and len(chunk) >= _LENGTH.size and len(chunk) == _LENGTH.size + _body_length(chunk):
+        frames before it). A chunk that is one `whole` frame is not copied into the buffer."""
+        if self.whole(chunk):
             yield chunk[_LENGTH.size:]
             return
         self._received += chunk
@@ -336,6 +341,10 @@ class ReportLineServer:
             chunk = connection.sock.recv(1 << 16)
             if not chunk:
                 raise FrameError("the connection closed")
+            if connection.packed and chunk[4:5] == b"R" and connection.received.whole(chunk):
+                # The usual chunk: one packed report (a third less of the line's Python than the general path).
+                self._reports.append((connection, unpack_report(chunk[_LENGTH.size:], connection.worker)))
+                return
             for body in connection.received.bodies(chunk):
                 self._frame(connection, body)
                 if connection.closing or connection.sock not in self._connections:

@@ -270,9 +270,8 @@ class ShardService:
         with self._lock:
             silent = [w for w, seen in self._last_seen.items() if now - seen > self.worker_timeout_secs]
             self._drain(silent)
-            for worker in silent:
+            for worker, returned in self.book.fail_workers(silent).items():
                 del self._last_seen[worker]
-                returned = self.book.fail_worker(worker)
                 logger.warning("Worker %s stopped heartbeating; %d shard(s) went back to the queue.", worker,
                                returned)
         return silent

@@ -31,7 +31,7 @@ the shards that went to others, when it wakes.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Sequence
 
 from elastimator._validate import is_int
 from elastimator.elastic.permutation import Permutation
@@ -395,15 +395,26 @@ class ShardBook:
 
     def fail_worker(self, worker: str) -> int:
         """Gives `worker`'s shards back from where it stopped; returns how many went back."""
-        returned = 0
+        return self.fail_workers([worker])[worker]
+
+    def fail_workers(self, workers: Sequence[str]) -> dict[str, int]:
+        """`fail_worker` for each of `workers` in turn, in one pass over the shards in flight (a service that
+        reaps a thousand silent workers at once would otherwise hold the book for a pass per worker); returns
+        how many shards went back, per worker."""
+        failing = dict.fromkeys(workers, 0)
         for dataset in self._datasets.values():
-            for shard_id, shard in list(dataset.doing.items()):
-                if shard.owner == worker:
-                    del dataset.doing[shard_id]
+            held: dict[str, list[Shard]] = {}
+            for shard in dataset.doing.values():
+                if shard.owner in failing:
+                    held.setdefault(shard.owner, []).append(shard)
+            for worker in failing:  # given back worker by worker, as one call per worker did
+                for shard in held.get(worker, ()):
+                    del dataset.doing[shard.id]
                     self._give_back(dataset, shard)
-                    returned += 1
-        self._worker_floors[worker] = self._next_lease
-        return returned
+                    failing[worker] += 1
+        for worker in failing:
+            self._worker_floors[worker] = self._next_lease
+        return failing
 
     @staticmethod
     def _give_back(dataset: _Dataset, shard: Shard) -> None:
