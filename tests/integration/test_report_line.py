@@ -271,6 +271,24 @@ def test_connections_past_the_limit_are_closed_and_their_reports_go_over_grpc(se
         sock.close()
 
 
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="open-file limits as Linux sets them")
+def test_a_low_open_file_limit_closes_lines_past_its_room_and_running_out_pauses_accepting():
+    """A process whose hard limit is 320 open files (few_open_files.py, in a process of its own): the line takes
+    the half of what is left past RESERVED_FILES and closes the rest, warning once with what to raise; having run
+    out of files while a worker connects, it stops accepting for a moment (one warning, not a retry loop) and
+    takes the worker once files are free."""
+    child = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "few_open_files.py")],
+                           capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr[-3000:]
+    seen = json.loads(child.stdout.strip().splitlines()[-1])
+    assert seen["room"] == (320 - report_line.RESERVED_FILES) // 2 == 32
+    assert (seen["answered"], seen["closed"]) == (32, 8)
+    assert len(seen["closed_warnings"]) == 1 and "Raise the limit (ulimit -n)" in seen["closed_warnings"][0]
+    assert not seen["answered_while_out"]
+    assert len(seen["ran_out_warnings"]) == 1 and "ran out of open files" in seen["ran_out_warnings"][0]
+    assert seen["late"]["methods"] == ["report", "request"]
+
 @pytest.mark.skipif(not report_line.LOCAL_SOCKETS, reason="abstract Unix sockets are Linux's")
 def test_a_worker_on_the_services_machine_takes_the_line_over_its_unix_socket(server):
     client = ShardClient(server.address, TOKEN, worker="w0")

@@ -1,6 +1,7 @@
 """The shard service in process: its handlers, liveness and seals, with a number for a clock (no gRPC)."""
 
 import concurrent.futures
+import logging
 import os
 import threading
 
@@ -91,6 +92,22 @@ def ring():
     yield ring
     ring.close()
 
+
+def test_workers_silent_together_are_reaped_together_in_one_warning(caplog):
+    now = [0.0]
+    service = ShardService(TOKEN, worker_timeout_secs=5, clock=lambda: now[0])
+    service.handle("add_dataset", {"dataset": {"name": "train", "size": 300, "shard_size": 10}})
+    for i in range(30):
+        service.handle("request", {"dataset": "train", "worker": f"w{i}"})
+    now[0] = 4.0
+    service.handle("heartbeat", {"worker": "w0"})
+    now[0] = 8.0
+    with caplog.at_level(logging.WARNING, logger="elastimator"):
+        assert service.reap() == [f"w{i}" for i in range(1, 30)]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"29 workers stopped heartbeating ({', '.join(f'w{i}' for i in range(1, 21))} and 9 more); 29 shard(s) "
+        "went back to the queue."]
+    assert service.handle("status", {"dataset": "train"})["doing_shards"] == 1  # w0's
 
 def test_a_silent_workers_ring_is_read_before_its_shards_go_back(ring):
     now = [0.0]

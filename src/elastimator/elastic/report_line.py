@@ -52,6 +52,7 @@ SCHED_BATCH thread are used: each shortened the worker's send under training (be
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -64,6 +65,7 @@ import threading
 import time
 from typing import Callable, Iterator
 
+from elastimator.elastic import open_files
 from elastimator.elastic.report_ring import ReportRing, RingReader
 from elastimator.elastic.shards import TOKEN_REFUSED, ShardServiceError, error_for
 
@@ -75,6 +77,12 @@ HELLO_TIMEOUT_SECS = 10.0
 """An unauthenticated connection that says nothing this long is dropped."""
 MAX_CONNECTIONS = 16384
 """One per worker; past this many at once, new connections are closed (their reports go over gRPC)."""
+RESERVED_FILES = 256
+"""Open files the service keeps for itself beyond its workers' connections: seal files, listeners, logs."""
+PAUSE_SECS = 1.0
+"""How long the line stops accepting after the process ran out of open files."""
+WARN_EVERY_SECS = 10.0
+"""The least time between two warnings that connections were closed or could not be accepted."""
 LINE_METHODS = ("report", "request")
 """The calls the line carries: those a trainer makes every step or every few."""
 PACKED_METHODS = ("report",)
@@ -222,6 +230,11 @@ class ReportLineServer:
     a thousand workers was most of its CPU (bench/results/shard_service_scale.md); the loop reads whatever
     frames have arrived on each ready connection and answers them in turn.
 
+    Open files: the server raises the process's soft limit as far as its lines need (`open_files`), takes at
+    most half of it less `RESERVED_FILES` (a worker's gRPC channel needs one too, and a seal a file), and closes
+    connections past that. Should the process run out anyway, it stops accepting for `PAUSE_SECS` rather than
+    retry at once, and says what to raise.
+
     The packed reports a turn of the loop reads, from every connection, are counted together
     (`reports`: one hold of the service's lock for all), and answered in the order each connection sent its
     frames: a frame of another kind first has the reports read before it counted.
@@ -268,6 +281,14 @@ class ReportLineServer:
         self._stopped = False
         self._thread: threading.Thread | None = None
         self._next_hello_check = 0.0
+        self.room = max(1, (open_files.raise_limit(2 * MAX_CONNECTIONS + RESERVED_FILES) - RESERVED_FILES) // 2)
+        """The most connections this process's open-file limit leaves the line (MAX_CONNECTIONS caps it too)."""
+        self._paused: list[socket.socket] = []
+        """Listeners not polled until `_resume_at`: the process ran out of open files."""
+        self._resume_at = 0.0
+        self._warned_at = -WARN_EVERY_SECS
+        self._unwarned = 0
+        """Connections closed or left waiting since the last warning."""
         self.answered = 0
         """Calls answered so far (refusals included)."""
 
@@ -307,6 +328,7 @@ class ReportLineServer:
                     self._answer_reports()
                 if time.monotonic() >= self._next_hello_check:
                     self._drop_silent()
+                    self._resume_accepting()
         finally:
             for connection in list(self._connections.values()):
                 self._drop(connection, None)
@@ -322,12 +344,18 @@ class ReportLineServer:
                 sock, _ = listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
-            except OSError as e:  # out of descriptors: the next turn tries again
-                logger.warning("The report line could not accept a connection: %s", e)
+            except OSError as e:
+                if e.errno in (errno.EMFILE, errno.ENFILE):  # the connection waits; polling again now would spin
+                    self._pause_accepting(listener, e)
+                else:
+                    logger.warning("The report line could not accept a connection: %s", e)
                 return
-            if len(self._connections) >= MAX_CONNECTIONS:
-                logger.warning("The report line has %d connections open; closing one more from %s.",
-                               MAX_CONNECTIONS, _peer(sock))
+            most = min(MAX_CONNECTIONS, self.room)
+            if len(self._connections) >= most:
+                self._warn(f"The report line has {len(self._connections)} connections open, the most "
+                           f"{'it takes' if most == MAX_CONNECTIONS else 'the open-file limit leaves it'}; "
+                           "closing connections past that (those workers report over gRPC)"
+                           + ("" if most == MAX_CONNECTIONS else ". Raise the limit (ulimit -n) to serve more"))
                 _close(sock)
                 continue
             _tune(sock)
@@ -433,6 +461,30 @@ class ReportLineServer:
             self._selector.modify(connection.sock, events, connection)
         if connection.closing and not connection.unsent:
             self._drop(connection, None)
+
+    def _pause_accepting(self, listener: socket.socket, error: OSError) -> None:
+        self._selector.unregister(listener)
+        self._paused.append(listener)
+        self._resume_at = time.monotonic() + PAUSE_SECS
+        self._warn(f"The report line ran out of open files with {len(self._connections)} connections open "
+                   f"({error.strerror}); it stops accepting for {PAUSE_SECS:g}s at a time. Raise the open-file "
+                   "limit (ulimit -n) of the process that serves the shard service")
+
+    def _resume_accepting(self) -> None:
+        if self._paused and time.monotonic() >= self._resume_at:
+            for listener in self._paused:
+                self._selector.register(listener, selectors.EVENT_READ, None)
+            self._paused = []
+
+    def _warn(self, message: str) -> None:
+        """Logs `message` at most every WARN_EVERY_SECS, with how many times it was held back meanwhile."""
+        now = time.monotonic()
+        if now - self._warned_at < WARN_EVERY_SECS:
+            self._unwarned += 1
+            return
+        held_back = f" ({self._unwarned} warning(s) held back since the last)" if self._unwarned else ""
+        logger.warning("%s%s.", message, held_back)
+        self._warned_at, self._unwarned = now, 0
 
     def _drop_silent(self) -> None:
         """Closes connections that sent no hello within HELLO_TIMEOUT_SECS (looked for once a second)."""

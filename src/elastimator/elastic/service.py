@@ -70,6 +70,9 @@ from elastimator.elastic.shards import (
 )
 
 logger = logging.getLogger("elastimator")
+
+REAPED_NAMED = 20
+"""The most silent workers the reaper's warning names (it counts the rest)."""
 SERVICE = "elastimator.ShardService"
 TOKEN_HEADER = "x-elastimator-token"
 
@@ -270,10 +273,16 @@ class ShardService:
         with self._lock:
             silent = [w for w, seen in self._last_seen.items() if now - seen > self.worker_timeout_secs]
             self._drain(silent)
-            for worker, returned in self.book.fail_workers(silent).items():
+            returned = self.book.fail_workers(silent)
+            for worker in silent:
                 del self._last_seen[worker]
-                logger.warning("Worker %s stopped heartbeating; %d shard(s) went back to the queue.", worker,
-                               returned)
+        if len(silent) == 1:
+            logger.warning("Worker %s stopped heartbeating; %d shard(s) went back to the queue.", silent[0],
+                           returned[silent[0]])
+        elif silent:  # one line however many: a rack that goes down takes hundreds of workers at once
+            more = f" and {len(silent) - REAPED_NAMED} more" if len(silent) > REAPED_NAMED else ""
+            logger.warning("%d workers stopped heartbeating (%s%s); %d shard(s) went back to the queue.",
+                           len(silent), ", ".join(silent[:REAPED_NAMED]), more, sum(returned.values()))
         return silent
 
     # --- methods -----------------------------------------------------------------------------
