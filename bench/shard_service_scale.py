@@ -200,12 +200,6 @@ def _cpu_split(pid: int) -> tuple[float, float]:
     return int(fields[11]) / os.sysconf("SC_CLK_TCK"), int(fields[12]) / os.sysconf("SC_CLK_TCK")
 
 
-def _pin(pid: int, cpus: set[int]) -> None:
-    available = os.sched_getaffinity(0)
-    if cpus <= available and len(available) > 1:
-        os.sched_setaffinity(pid, cpus)
-
-
 def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps: int, seconds: float,
         seal_every: float, kill_share: float, worker_timeout_secs: float, pin: bool = True,
         service_src: str | None = None, load: str | None = None) -> dict:
@@ -219,17 +213,20 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
     if service_src:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [service_src, env.get("PYTHONPATH")]))
     log = open(os.path.join(model_dir, "service.log"), "w")
+    affinity = os.sched_getaffinity(0)  # this process's cores, given back as the run ends
+    cpus = sorted(affinity)
+    pinned = pin and len(cpus) > 1
+    # Pinned before it starts, so that every thread it starts is pinned too (pinning its pid afterwards moved
+    # the main thread only, and the report line's thread went on sharing the load's core).
     service = subprocess.Popen([sys.executable, "-m", "elastimator.cli", "shard-service", "--model-dir", model_dir,
                                 "--worker-timeout-secs", str(worker_timeout_secs)],
-                               stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+                               stdout=subprocess.PIPE, stderr=log, text=True, env=env,
+                               preexec_fn=(lambda: os.sched_setaffinity(0, {cpus[0]})) if pinned else None)
     loads: list[subprocess.Popen] = []
-    affinity = os.sched_getaffinity(0)  # this process's cores, given back as the run ends
     try:
         address = service.stdout.readline().strip()
-        if pin:
-            cpus = sorted(affinity)
-            _pin(service.pid, {cpus[0]})  # the service on a core of its own; everything else on the others
-            _pin(0, set(cpus[1:]) or {cpus[0]})
+        if pinned:  # this process and the load processes it starts: the other cores
+            os.sched_setaffinity(0, set(cpus[1:]))
         chief = ShardClient(address, TOKEN, worker="chief")
         chief.add_dataset(ShardingSpec(name=DATASET, size=records, shard_size=shard_size))
         chief.open()  # a fresh book: the chief's "model restored" (nothing to restore) opens the hand-out
