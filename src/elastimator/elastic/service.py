@@ -324,7 +324,7 @@ class ShardService:
             return {"decision": "wait", "opening": True}
         decision = self.book.request(dataset, worker)
         if isinstance(decision, Assigned):
-            reply = {"decision": "assigned", **dataclasses.asdict(decision)}
+            reply = {"decision": "assigned", **vars(decision)}  # (its fields: ints; asdict took a third of a request)
             if request_id is not None:
                 self._handed[worker] = ((dataset, request_id), reply)
             return dict(reply)
