@@ -257,18 +257,19 @@ def _report(args) -> int:
 
 def _shard_service(args) -> int:
     import signal
-    import threading
 
     from elastimator.elastic.service_config import ServiceConfig, report_port_from
     from elastimator.elastic.service import serve
 
+    # Held back before the service starts its threads (which inherit the mask), then waited for: a stop that
+    # comes at any moment, even before the address is printed, is kept until sigwait takes it. (An Event set
+    # from a handler could deadlock: the handler runs in the main thread, which may hold that Event's lock.)
+    stops = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stops)
     server = serve(args.model_dir, ServiceConfig.token_from_env(), args.host, args.port, args.worker_timeout_secs,
                    report_port=report_port_from(args.report_port))
     print(server.address, flush=True)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    stop.wait()
+    signal.sigwait(stops)
     server.stop()
     return 0
 

@@ -210,6 +210,8 @@ class Launcher:
         self._stepped: set[str] = set()
         """Tasks whose current process has written its progress file (trained its first step)."""
         self._stopping = threading.Event()
+        self._stop_requested = False
+        """Set by `request_stop`: a plain flag, which a signal handler may set (see there)."""
         self._requests: list[supervision.Event] = []
         """Scale requests from other threads, for the next turn."""
         self._scale_seen = 0.0
@@ -255,8 +257,10 @@ class Launcher:
         return {c.task.name: c.restarts for c in children if c.restarts}
 
     def request_stop(self) -> None:
-        """Asks a running `run()` to end the job (safe from a signal handler); it returns 130."""
-        self._stopping.set()
+        """Asks a running `run()` to end the job, within a turn; it returns 130. Safe from a signal handler: it
+        takes no lock. (Setting the Event the loop waits on could deadlock there: the handler runs in the main
+        thread, which may be holding that Event's lock as the signal comes.)"""
+        self._stop_requested = True
 
     def stop(self, grace_secs: float = 30.0) -> None:
         """Ends every child still running: SIGTERM (trainers save a checkpoint first, within 25 s), then
@@ -282,7 +286,8 @@ class Launcher:
         while code is None:
             self._stopping.wait(self._turn_secs)
             now = self._clock()
-            events = [supervision.StopRequested()] if self._stopping.is_set() else self._observe(now)
+            stopping = self._stop_requested or self._stopping.is_set()
+            events = [supervision.StopRequested()] if stopping else self._observe(now)
             self._job, decisions = supervision.step(self._job, events, now, self.policy)
             code = self._carry_out(decisions)
         return code
@@ -458,7 +463,8 @@ class Launcher:
         tasks = {name: p.pid for name, p in self._processes.items() if p.poll() is None}
         workers = self._job.target_workers if self._job is not None else self.spec.workers
         _write_json(state_path(self.spec.model_dir), {
-            "running": running and not self._stopping.is_set(), "launcher_pid": os.getpid(),
+            "running": running and not (self._stop_requested or self._stopping.is_set()),
+            "launcher_pid": os.getpid(),
             "workers": workers, "max_workers": self.plan.max_workers, "tasks": tasks,
             "shard_service": self.plan.shard_service})
 
