@@ -262,6 +262,10 @@ class Launcher:
         thread, which may be holding that Event's lock as the signal comes.)"""
         self._stop_requested = True
 
+    def _stop_asked(self) -> bool:
+        """Whether the job is to end: asked by `request_stop` or `stop`."""
+        return self._stop_requested or self._stopping.is_set()
+
     def stop(self, grace_secs: float = 30.0) -> None:
         """Ends every child still running: SIGTERM (trainers save a checkpoint first, within 25 s), then
         SIGKILL after `grace_secs`."""
@@ -286,8 +290,7 @@ class Launcher:
         while code is None:
             self._stopping.wait(self._turn_secs)
             now = self._clock()
-            stopping = self._stop_requested or self._stopping.is_set()
-            events = [supervision.StopRequested()] if stopping else self._observe(now)
+            events = [supervision.StopRequested()] if self._stop_asked() else self._observe(now)
             self._job, decisions = supervision.step(self._job, events, now, self.policy)
             code = self._carry_out(decisions)
         return code
@@ -463,8 +466,7 @@ class Launcher:
         tasks = {name: p.pid for name, p in self._processes.items() if p.poll() is None}
         workers = self._job.target_workers if self._job is not None else self.spec.workers
         _write_json(state_path(self.spec.model_dir), {
-            "running": running and not (self._stop_requested or self._stopping.is_set()),
-            "launcher_pid": os.getpid(),
+            "running": running and not self._stop_asked(), "launcher_pid": os.getpid(),
             "workers": workers, "max_workers": self.plan.max_workers, "tasks": tasks,
             "shard_service": self.plan.shard_service})
 

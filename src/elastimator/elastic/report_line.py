@@ -288,7 +288,7 @@ class ReportLineServer:
         self._resume_at = 0.0
         self._warned_at = -WARN_EVERY_SECS
         self._unwarned = 0
-        """Connections closed or left waiting since the last warning."""
+        """Warnings `_warn` held back since the last one it logged."""
         self.answered = 0
         """Calls answered so far (refusals included)."""
 
@@ -369,7 +369,7 @@ class ReportLineServer:
             chunk = connection.sock.recv(1 << 16)
             if not chunk:
                 raise FrameError("the connection closed")
-            if connection.packed and chunk[4:5] == b"R" and connection.received.whole(chunk):
+            if connection.packed and chunk[_LENGTH.size:_LENGTH.size + 1] == b"R" and connection.received.whole(chunk):
                 # The usual chunk: one packed report (a third less of the line's Python than the general path).
                 self._reports.append((connection, unpack_report(chunk[_LENGTH.size:], connection.worker)))
                 return
