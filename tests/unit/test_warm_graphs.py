@@ -291,3 +291,76 @@ def test_a_call_that_fails_in_a_kept_graph_says_why_and_the_next_call_builds_afr
     assert modes.count(est.ModeKeys.EVAL) == 1  # the failing call reused the kept graph ...
     assert estimator.evaluate(dataset_input(x, y)) == pytest.approx(fresh(estimator).evaluate(dataset_input(x, y)))
     assert modes.count(est.ModeKeys.EVAL) == 2  # ... which it closed: the next call built its own
+
+
+def test_a_kept_graph_makes_what_its_calls_run_once(counted, iris, monkeypatch):
+    estimator, _ = counted
+    x, y = iris
+    estimator.evaluate(dataset_input(x, y))
+    list(estimator.predict(dataset_input(x)))
+    estimator.train(train_input(x, y), steps=20)
+    expected = fresh(estimator).evaluate(dataset_input(x, y))
+    expected_probabilities = [p["probabilities"] for p in fresh(estimator).predict(dataset_input(x))]
+    made = []
+    make_callable = tf.compat.v1.Session.make_callable
+    monkeypatch.setattr(tf.compat.v1.Session, "make_callable",
+                        lambda session, *args, **kwargs: made.append(args) or make_callable(session, *args, **kwargs))
+    for _ in range(2):
+        assert estimator.evaluate(dataset_input(x, y)) == pytest.approx(expected)
+        np.testing.assert_allclose([p["probabilities"] for p in estimator.predict(dataset_input(x))],
+                                   expected_probabilities, rtol=1e-6)
+    assert made == []
+
+
+_COLLECTED_INSIDE_THREADINGS_LOCK = """
+import gc, sys, threading
+import numpy as np, tensorflow as tf
+import elastimator as est
+from tests.helpers import linear_model_fn, train_input
+x = np.random.RandomState(0).rand(96, 4).astype(np.float32)
+y = np.arange(96) % 3
+estimator = est.Estimator(linear_model_fn, model_dir=sys.argv[1], params={"n_classes": 3},
+                          config=est.RunConfig(log_step_count_steps=None))
+estimator.train(train_input(x, y), steps=5)
+for _ in range(2):
+    predictions = estimator.predict(lambda: tf.data.Dataset.from_tensor_slices({"x": x}).batch(16))
+    next(predictions)
+    cycle = [predictions]
+    cycle.append(cycle)  # only the garbage collector closes it
+    del predictions, cycle
+    with threading._shutdown_locks_lock:  # where a Thread.join() may collect it
+        gc.collect()
+print("closed", len(list(estimator.predict(lambda: tf.data.Dataset.from_tensor_slices({"x": x}).batch(16)))))
+"""
+
+
+def test_a_prediction_left_unfinished_is_closed_even_by_the_garbage_collector_inside_threadings_lock(tmp_path):
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    from pathlib import Path  # pylint: disable=import-outside-toplevel
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", _COLLECTED_INSIDE_THREADINGS_LOCK, str(tmp_path / "model")],
+                          cwd=root, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split()[-2:] == ["closed", "96"]
+
+
+def test_a_first_call_whose_checkpoint_lacks_a_variable_fails_by_name_and_keeps_nothing(make_estimator, iris):
+    import threading  # pylint: disable=import-outside-toplevel
+
+    x, y = iris
+
+    def grows_in_eval(features, labels, mode, params):
+        if mode == est.ModeKeys.EVAL:
+            tf.compat.v1.get_variable("only_in_eval", [], initializer=tf.zeros_initializer())
+        return linear_model_fn(features, labels, mode, params)
+
+    estimator = make_estimator(grows_in_eval)
+    estimator.train(train_input(x, y), steps=5)
+    threads = set(threading.enumerate())
+    for _ in range(2):  # nothing is kept: the second call fails the same way
+        with pytest.raises(tf.errors.NotFoundError, match="only_in_eval"):
+            estimator.evaluate(dataset_input(x, y))
+    assert set(threading.enumerate()) <= threads
+    assert estimator._warm_graphs._kept == {}  # pylint: disable=protected-access

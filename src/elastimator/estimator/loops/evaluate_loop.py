@@ -112,7 +112,7 @@ def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse) 
         values[GLOBAL_STEP_KEY] = built.global_step
         scaffold = sessions.evaluation_scaffold(spec, config)
         warm = reuse.keep(built, scaffold, checkpoint, config.evaluation_master, (update, values, eval_step),
-                          spec.evaluation_hooks) if reuse else None
+                          spec.evaluation_hooks, runs={"batch": update, "results": (values, eval_step)}) if reuse else None
         if warm is not None:
             return _evaluate_kept(reuse.graphs, warm, steps)
         final, counted = tf.compat.v1.train.FinalOpsHook(values), tf.compat.v1.train.FinalOpsHook(eval_step)
@@ -132,11 +132,10 @@ def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse) 
 
 def _evaluate_kept(graphs, warm, steps: int | None) -> tuple[dict, int]:
     """Runs an evaluation in a kept graph (its input started, its checkpoint restored), then keeps it again."""
-    update, values, eval_step = warm.fetches
+    update = warm.fetches[0]
     with graphs.in_use(warm):
-        session = warm.session
-        multi_batch.run(session.make_callable(update), lambda: _several(warm, update), warm.batches_run, steps)
-        results, batches = session.run((values, eval_step))
+        multi_batch.run(warm.runs["batch"], lambda: _several(warm, update), warm.batches_run, steps)
+        results, batches = warm.runs["results"]()
         warm.batches_run += batches
         return results, int(batches)
 
@@ -144,10 +143,11 @@ def _evaluate_kept(graphs, warm, steps: int | None) -> tuple[dict, int]:
 def _several(warm, update) -> Callable[[int], object] | None:
     """A call of several batches in the kept graph, its loop built on first use (None where it cannot be)."""
     if warm.batch_loop is None:
-        warm.batch_loop = multi_batch.build_in(warm.graph, update) or False
-    if not warm.batch_loop:
-        return None
-    return warm.session.make_callable(warm.batch_loop.run, feed_list=[warm.batch_loop.size])
+        loop = multi_batch.build_in(warm.graph, update)
+        warm.batch_loop = loop or False
+        if loop:
+            warm.runs["batches"] = warm.session.make_callable(loop.run, feed_list=[loop.size])
+    return warm.runs["batches"] if warm.batch_loop else None
 
 
 def _describe(checkpoint: str | None, step: int) -> str:

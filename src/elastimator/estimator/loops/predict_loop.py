@@ -90,8 +90,8 @@ def _batches_afresh(estimator, input_fn, predict_keys, user_hooks, checkpoint, r
         built = model_graph.build_for(estimator, ModeKeys.PREDICT, input_fn)
         predictions = select(built.spec.predictions, predict_keys)
         scaffold = sessions.make_scaffold(built.spec, config, ready_once_made=True)
-        warm = reuse.keep(built, scaffold, checkpoint, config.master, predictions,
-                          built.spec.prediction_hooks) if reuse else None
+        warm = reuse.keep(built, scaffold, checkpoint, config.master, predictions, built.spec.prediction_hooks,
+                          runs={"batch": predictions}) if reuse else None
         if warm is not None:
             yield from _kept_batches(reuse.graphs, warm)
             return
@@ -106,4 +106,4 @@ def _kept_batches(graphs, warm) -> Iterator:
     """Yields the batches of a kept graph (its input started, its checkpoint restored), then keeps it again; so
     does a caller that stops reading early."""
     with graphs.in_use(warm):
-        yield from warm_graphs.batches(warm, warm.fetches)
+        yield from warm_graphs.batches(warm, "batch")

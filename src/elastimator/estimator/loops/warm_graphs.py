@@ -15,6 +15,12 @@ call of that mode, where nothing the model is built from changed, reuses them:
   labels, mode, params (equal) and config (the same object).
 - The checkpoint is restored into the kept session at every call (the newest,
   or the one asked for), and the local variables (metrics) are reset.
+- What each call runs (a batch, an evaluation's results) goes through a
+  callable made once with the session (`WarmGraph.runs`): TensorFlow optimizes
+  and builds a callable's graph when it is made, 10-40 ms for a DeepFM, which
+  `Session.make_callable` at every call paid again. The first call makes them
+  on a thread while its session restores the checkpoint and starts the input
+  (TensorFlow does both without the GIL).
 
 Only graphs whose calls would behave the same are kept: no hooks (the caller's,
 the spec's or an input's other than the dataset's own), no scaffold of the
@@ -36,7 +42,8 @@ import contextlib
 import dataclasses
 import os
 import threading
-from typing import Any, Callable, Iterable, Iterator
+from concurrent import futures
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import tensorflow as tf
 from tensorflow.python.framework import op_def_registry  # is an op type stateful
@@ -66,6 +73,8 @@ class WarmGraph:
     """Starts the iterator on nothing (the call's dataset taking 0 elements), freeing the one a call used up."""
     fetches: Any
     """What the verb runs (its own structure)."""
+    runs: dict[str, Callable]
+    """The session's callables of what every call runs, by the verb's name for each (`Reuse.keep`)."""
     writes_model: bool
     """Whether running `fetches` may change a global variable (then every call restores its checkpoint)."""
     restored: tuple | None = None
@@ -98,7 +107,7 @@ class WarmGraphs:
 
     def __init__(self):
         self._kept: dict[str, WarmGraph] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
 
     def __reduce__(self):  # a copied (or pickled) Estimator starts with no kept graphs: sessions do not copy
         return (WarmGraphs, ())
@@ -113,22 +122,25 @@ class WarmGraphs:
         if warm.freeing is not None:
             warm.freeing.join()
             warm.freeing = None
-        if warm.calls >= MAX_CALLS or not warm.usable:
+        if warm.calls >= MAX_CALLS or not warm.usable or _closed(warm.session):
             warm.close()
             return None
         return warm
 
-    def give_back(self, warm: WarmGraph) -> None:
+    def give_back(self, warm: WarmGraph, *, free_now: bool = False) -> None:
         """Keeps `warm` for the next call of its mode (closing the one it replaces), freeing the iterator the call
-        used up on a thread of its own, which the next call waits for.
+        used up on a thread of its own, which the next call waits for (or now, with `free_now`).
 
         Freeing an exhausted iterator (TensorFlow's, as its session runs the next initializer) took 10-180 ms at
         the end of a call, and 0.7-1.1 s when left to the next call's start in about one call in four after a
         `train` (measured on the DeepFM benchmark; the cause inside TensorFlow was not found). The session runs
         it without the GIL, beside the program.
         """
-        warm.freeing = threading.Thread(target=warm.free_input, name="elastimator-free-input")
-        warm.freeing.start()
+        if free_now:
+            warm.free_input()
+        else:
+            warm.freeing = threading.Thread(target=warm.free_input, name="elastimator-free-input")
+            warm.freeing.start()
         with self._lock:
             replaced = self._kept.get(warm.mode)
             self._kept[warm.mode] = warm
@@ -138,11 +150,17 @@ class WarmGraphs:
     @contextlib.contextmanager
     def in_use(self, warm: WarmGraph) -> Iterator[WarmGraph]:
         """A call's use of `warm`: given back when the call ends or its caller stops reading early (a generator
-        closed), closed when the call fails."""
+        closed), closed when the call fails.
+
+        A generator left unfinished in a reference cycle is closed by the garbage collector, which may run inside
+        a lock of `threading`'s (a `Thread.join()` that allocates): a thread started there would wait for that
+        lock forever, so an early stop frees its input in the closing thread. For the same reason `_lock` is
+        reentrant, and `take` checks that the graph's session is still open (`_closed`).
+        """
         try:
             yield warm
         except GeneratorExit:
-            self.give_back(warm)
+            self.give_back(warm, free_now=True)
             raise
         except BaseException:
             warm.close()
@@ -174,10 +192,11 @@ class Reuse:
             return warm
         return None
 
-    def keep(self, built, scaffold, checkpoint: str, master: str, fetches,
-             other_hooks: Iterable) -> WarmGraph | None:
+    def keep(self, built, scaffold, checkpoint: str, master: str, fetches, other_hooks: Iterable,
+             runs: Mapping[str, Any]) -> WarmGraph | None:
         """Keeps the graph a call just built (its session not made yet), if the next call can reuse it: its session
-        made, the checkpoint restored, the input started. None where it cannot; the call then runs it as 2.15 did.
+        made, the checkpoint restored, the input started, and a callable made of each of `runs` (name -> what every
+        call runs). None where it cannot; the call then runs it as 2.15 did.
 
         `scaffold` is `sessions.make_scaffold(..., ready_once_made=True)`'s: a kept graph has no scaffold of the
         model's, so its readiness checks are left out wherever they cannot fail.
@@ -191,20 +210,31 @@ class Reuse:
         reset = tf.compat.v1.local_variables_initializer()
         iterator = built.input_hooks[0].iterator
         release = iterator.make_initializer(built.input_hooks[0].dataset.take(0))
-        creator = tf.compat.v1.train.ChiefSessionCreator(
-            scaffold=scaffold, master=master, config=self.estimator.config.effective_session_config(),
-            checkpoint_filename_with_path=checkpoint)
-        with tensorflow_import.quiet_first_session():
-            session = creator.create_session()
-        warm = WarmGraph(mode=self.mode, key=self.key, graph=graph, session=session, iterator=iterator,
-                         saver=scaffold.saver, reset=reset, release=release, fetches=fetches,
+        session, callables = _open(graph, scaffold, master, self.estimator.config.effective_session_config(),
+                                   checkpoint, iterator.initializer, runs)
+        return WarmGraph(mode=self.mode, key=self.key, graph=graph, session=session, iterator=iterator,
+                         saver=scaffold.saver, reset=reset, release=release, fetches=fetches, runs=callables,
                          writes_model=reach.writes_model, restored=_stamp(checkpoint))
-        try:
-            session.run(iterator.initializer)
-        except BaseException:
-            warm.close()
-            raise
-        return warm
+
+
+def _open(graph: tf.Graph, scaffold, master: str, session_config, checkpoint: str, start_input: tf.Operation,
+          runs: Mapping[str, Any]) -> tuple[tf.compat.v1.Session, dict[str, Callable]]:
+    """A kept graph's session, as TensorFlow's ChiefSessionCreator makes it for a scaffold of elastimator's alone
+    (`keep`): the checkpoint restored, then the local variables initialized; then its input started. A thread
+    makes the callables of `runs` meanwhile."""
+    scaffold.finalize()
+    with tensorflow_import.quiet_first_session():
+        session = tf.compat.v1.Session(master, graph=graph, config=session_config)
+    try:
+        with futures.ThreadPoolExecutor(1, thread_name_prefix="elastimator-callables") as pool:
+            made = pool.submit(lambda: {name: session.make_callable(what) for name, what in runs.items()})
+            scaffold.saver.restore(session, checkpoint)
+            session.run(scaffold.local_init_op)
+            session.run(start_input)
+            return session, made.result()
+    except BaseException:
+        session.close()
+        raise
 
 
 def reuse_for(estimator, mode: str, hooks: Iterable, checkpoint: str | None, *extra) -> Reuse | None:
@@ -220,9 +250,9 @@ def reuse_for(estimator, mode: str, hooks: Iterable, checkpoint: str | None, *ex
     return Reuse(graphs=graphs, estimator=estimator, mode=mode, key=key)
 
 
-def batches(warm: WarmGraph, fetches) -> Iterator:
-    """Runs `fetches` in a readied kept graph until its input ends, yielding each result."""
-    run = warm.session.make_callable(fetches)
+def batches(warm: WarmGraph, name: str) -> Iterator:
+    """Runs the callable `name` of a readied kept graph until its input ends, yielding each result."""
+    run = warm.runs[name]
     while True:
         try:
             result = run()
@@ -262,6 +292,12 @@ def _start(warm: WarmGraph, estimator, input_fn: Callable, checkpoint: str) -> b
         raise
     warm.calls += 1
     return True
+
+
+def _closed(session: tf.compat.v1.Session) -> bool:
+    """Whether `session` was closed. A prediction generator the garbage collector closes is collected with its
+    kept graph's session, whose own finalizer may close it before or after the generator gives the graph back."""
+    return session._closed  # pylint: disable=protected-access  (BaseSession's, set by close() and __del__)
 
 
 def _keepable(built, other_hooks: Iterable, master: str) -> bool:
