@@ -111,8 +111,9 @@ def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse) 
         values = {key: value for key, (value, _) in metrics.items()}
         values[GLOBAL_STEP_KEY] = built.global_step
         scaffold = sessions.evaluation_scaffold(spec, config)
+        runs = {"batch": update, "results": (values, eval_step)}
         warm = reuse.keep(built, scaffold, checkpoint, config.evaluation_master, (update, values, eval_step),
-                          spec.evaluation_hooks, runs={"batch": update, "results": (values, eval_step)}) if reuse else None
+                          spec.evaluation_hooks, runs) if reuse else None
         if warm is not None:
             return _evaluate_kept(reuse.graphs, warm, steps)
         final, counted = tf.compat.v1.train.FinalOpsHook(values), tf.compat.v1.train.FinalOpsHook(eval_step)
