@@ -287,6 +287,7 @@ def test_the_standalone_service_stops_cleanly_whenever_the_stop_comes(tmp_path):
         with _standalone_service(tmp_path / str(i)):
             pass  # _standalone_service terminates it at once, and asserts it exits 0 within 30 s
 
+
 def test_max_bad_records_is_a_job_wide_count_of_distinct_records(server):
     """Two workers each meet 3 of 4 malformed lines (one line in both: a replayed batch); the limit is 3."""
     from elastimator.data.parsing import BadRecordTally

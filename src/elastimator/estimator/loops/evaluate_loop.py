@@ -111,9 +111,9 @@ def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse) 
         values = {key: value for key, (value, _) in metrics.items()}
         values[GLOBAL_STEP_KEY] = built.global_step
         scaffold = sessions.evaluation_scaffold(spec, config)
-        runs = {"batch": update, "results": (values, eval_step)}
-        warm = reuse.keep(built, scaffold, checkpoint, config.evaluation_master, (update, values, eval_step),
-                          spec.evaluation_hooks, runs) if reuse else None
+        fetches = {"batch": update, "results": (values, eval_step)}
+        warm = reuse.keep(built, scaffold, checkpoint, config.evaluation_master, fetches,
+                          spec.evaluation_hooks) if reuse else None
         if warm is not None:
             return _evaluate_kept(reuse.graphs, warm, steps)
         final, counted = tf.compat.v1.train.FinalOpsHook(values), tf.compat.v1.train.FinalOpsHook(eval_step)
@@ -133,22 +133,19 @@ def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse) 
 
 def _evaluate_kept(graphs, warm, steps: int | None) -> tuple[dict, int]:
     """Runs an evaluation in a kept graph (its input started, its checkpoint restored), then keeps it again."""
-    update = warm.fetches[0]
     with graphs.in_use(warm):
-        multi_batch.run(warm.runs["batch"], lambda: _several(warm, update), warm.batches_run, steps)
+        multi_batch.run(warm.runs["batch"], lambda: _several(warm), warm.batches_run, steps)
         results, batches = warm.runs["results"]()
         warm.batches_run += batches
         return results, int(batches)
 
 
-def _several(warm, update) -> Callable[[int], object] | None:
+def _several(warm) -> Callable[[int], object] | None:
     """A call of several batches in the kept graph, its loop built on first use (None where it cannot be)."""
-    if warm.batch_loop is None:
-        loop = multi_batch.build_in(warm.graph, update)
-        warm.batch_loop = loop or False
-        if loop:
-            warm.runs["batches"] = warm.session.make_callable(loop.run, feed_list=[loop.size])
-    return warm.runs["batches"] if warm.batch_loop else None
+    if "batches" not in warm.runs:
+        loop = multi_batch.build_in(warm.graph, warm.fetches["batch"])
+        warm.runs["batches"] = None if loop is None else warm.session.make_callable(loop.run, feed_list=[loop.size])
+    return warm.runs["batches"]
 
 
 def _describe(checkpoint: str | None, step: int) -> str:

@@ -90,8 +90,8 @@ def _batches_afresh(estimator, input_fn, predict_keys, user_hooks, checkpoint, r
         built = model_graph.build_for(estimator, ModeKeys.PREDICT, input_fn)
         predictions = select(built.spec.predictions, predict_keys)
         scaffold = sessions.make_scaffold(built.spec, config, ready_once_made=True)
-        warm = reuse.keep(built, scaffold, checkpoint, config.master, predictions, built.spec.prediction_hooks,
-                          runs={"batch": predictions}) if reuse else None
+        warm = reuse.keep(built, scaffold, checkpoint, config.master, {"batch": predictions},
+                          built.spec.prediction_hooks) if reuse else None
         if warm is not None:
             yield from _kept_batches(reuse.graphs, warm)
             return

@@ -71,10 +71,11 @@ class WarmGraph:
     """Initializes the local variables (the metrics' totals) again."""
     release: tf.Operation
     """Starts the iterator on nothing (the call's dataset taking 0 elements), freeing the one a call used up."""
-    fetches: Any
-    """What the verb runs (its own structure)."""
-    runs: dict[str, Callable]
-    """The session's callables of what every call runs, by the verb's name for each (`Reuse.keep`)."""
+    fetches: dict[str, Any]
+    """What every call runs, by the verb's name for each (`Reuse.keep`)."""
+    runs: dict[str, Callable | None]
+    """The session's callables of `fetches`, by the same names; an evaluation adds its loop of several batches
+    ("batches") once built, None where it cannot be."""
     writes_model: bool
     """Whether running `fetches` may change a global variable (then every call restores its checkpoint)."""
     restored: tuple | None = None
@@ -86,8 +87,6 @@ class WarmGraph:
     """False once freeing the iterator failed: the graph is then closed instead of used."""
     batches_run: int = 0
     """An evaluation graph's batches over all its calls (multi_batch builds its loop past a few hundred)."""
-    batch_loop: Any = None
-    """An evaluation graph's loop of several batches per call, once built (multi_batch); False where it cannot be."""
 
     def close(self) -> None:
         """Closes the session, once the iterator is freed."""
@@ -192,11 +191,11 @@ class Reuse:
             return warm
         return None
 
-    def keep(self, built, scaffold, checkpoint: str, master: str, fetches, other_hooks: Iterable,
-             runs: Mapping[str, Any]) -> WarmGraph | None:
+    def keep(self, built, scaffold, checkpoint: str, master: str, fetches: Mapping[str, Any],
+             other_hooks: Iterable) -> WarmGraph | None:
         """Keeps the graph a call just built (its session not made yet), if the next call can reuse it: its session
-        made, the checkpoint restored, the input started, and a callable made of each of `runs` (name -> what every
-        call runs). None where it cannot; the call then runs it as 2.15 did.
+        made, the checkpoint restored, the input started, and a callable made of each of `fetches` (name -> what
+        every call runs). None where it cannot; the call then runs it as 2.15 did.
 
         `scaffold` is `sessions.make_scaffold(..., ready_once_made=True)`'s: a kept graph has no scaffold of the
         model's, so its readiness checks are left out wherever they cannot fail.
@@ -211,23 +210,23 @@ class Reuse:
         iterator = built.input_hooks[0].iterator
         release = iterator.make_initializer(built.input_hooks[0].dataset.take(0))
         session, callables = _open(graph, scaffold, master, self.estimator.config.effective_session_config(),
-                                   checkpoint, iterator.initializer, runs)
+                                   checkpoint, iterator.initializer, fetches)
         return WarmGraph(mode=self.mode, key=self.key, graph=graph, session=session, iterator=iterator,
-                         saver=scaffold.saver, reset=reset, release=release, fetches=fetches, runs=callables,
+                         saver=scaffold.saver, reset=reset, release=release, fetches=dict(fetches), runs=callables,
                          writes_model=reach.writes_model, restored=_stamp(checkpoint))
 
 
 def _open(graph: tf.Graph, scaffold, master: str, session_config, checkpoint: str, start_input: tf.Operation,
-          runs: Mapping[str, Any]) -> tuple[tf.compat.v1.Session, dict[str, Callable]]:
+          fetches: Mapping[str, Any]) -> tuple[tf.compat.v1.Session, dict[str, Callable]]:
     """A kept graph's session, as TensorFlow's ChiefSessionCreator makes it for a scaffold of elastimator's alone
     (`keep`): the checkpoint restored, then the local variables initialized; then its input started. A thread
-    makes the callables of `runs` meanwhile."""
+    makes the callables of `fetches` meanwhile."""
     scaffold.finalize()
     with tensorflow_import.quiet_first_session():
         session = tf.compat.v1.Session(master, graph=graph, config=session_config)
     try:
         with futures.ThreadPoolExecutor(1, thread_name_prefix="elastimator-callables") as pool:
-            made = pool.submit(lambda: {name: session.make_callable(what) for name, what in runs.items()})
+            made = pool.submit(lambda: {name: session.make_callable(what) for name, what in fetches.items()})
             scaffold.saver.restore(session, checkpoint)
             session.run(scaffold.local_init_op)
             session.run(start_input)
