@@ -20,6 +20,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PYTHON = os.path.join(ROOT, "bench", ".venv-tf215", "bin", "python")
 OUTPUT = os.path.join(HERE, "reference_tf215.json")
+RUNS = {"linear_sdca": 8}
+"""Programs whose results tf.estimator 2.15 itself varies from run to run (SDCA visits a batch's examples in a
+random order), run this many times: the first run is the program's entry, the others its "other_runs"."""
 
 
 def result_of(stdout: str) -> dict:
@@ -42,14 +45,18 @@ def main() -> int:
     for name in sorted(os.listdir(os.path.join(HERE, "programs"))):
         if not name.endswith(".py") or name.startswith("_") or (chosen and name.removesuffix(".py") not in chosen):
             continue
-        with tempfile.TemporaryDirectory() as model_dir:
-            run = subprocess.run([PYTHON, os.path.join(HERE, "programs", name), os.path.join(model_dir, "m")],
-                                 capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-        if run.returncode != 0:
-            print(f"{name} failed on TF 2.15:\n{run.stderr[-3000:]}", file=sys.stderr)
-            return 1
-        results[name.removesuffix(".py")] = result_of(run.stdout)
-        print(name, results[name.removesuffix(".py")])
+        program = name.removesuffix(".py")
+        runs = []
+        for _ in range(RUNS.get(program, 1)):
+            with tempfile.TemporaryDirectory() as model_dir:
+                run = subprocess.run([PYTHON, os.path.join(HERE, "programs", name), os.path.join(model_dir, "m")],
+                                     capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+            if run.returncode != 0:
+                print(f"{name} failed on TF 2.15:\n{run.stderr[-3000:]}", file=sys.stderr)
+                return 1
+            runs.append(result_of(run.stdout))
+        results[program] = {**runs[0], "other_runs": runs[1:]} if len(runs) > 1 else runs[0]
+        print(name, runs[0])
     with open(OUTPUT, "w") as f:
         json.dump(results, f, indent=1, sort_keys=True)
         f.write("\n")

@@ -215,11 +215,19 @@ def test_rnn_estimators_model_sequences_as_2_15_did(tmp_path):
     assert loss <= max(5 * reference_loss, 0.05)  # labels vary by about 5: both fit them
 
 
+def _spread(runs: list[dict], case: str, field: str) -> tuple[np.ndarray, np.ndarray]:
+    """The mean and standard deviation of a weight over tf.estimator 2.15's runs of a program."""
+    values = np.array([np.reshape(run[case][field], -1) for run in runs])
+    return values.mean(axis=0), values.std(axis=0, ddof=1)
+
+
 def test_linear_sdca_trains_as_2_15s_did(tmp_path):
-    """SDCA's kernel visits a batch's examples in a random order on several threads, so neither 2.15 nor
-    elastimator gives the same weights twice (2.15's own bias came out -0.36 and -0.28 on this program): the
-    weights are compared within that spread, the rest exactly."""
+    """SDCA's kernel visits a batch's examples in a random order, even on one thread, so neither 2.15 nor
+    elastimator gives the same weights twice: over 8 runs of 2.15 on this program, the classifier's bias went from
+    -0.51 to -0.17. The weights are compared with the spread of those 8 runs (reference_tf215.json's other_runs),
+    the rest exactly."""
     got, reference = run_program("linear_sdca", tmp_path), REFERENCE["linear_sdca"]
+    runs = [reference] + reference["other_runs"]
     assert got["errors"] == reference["errors"]  # multi-class and a 'mean' combiner: a ValueError, as in 2.15
     for case in ("classifier", "regressor_l1"):
         ours, expected = got[case], reference[case]
@@ -230,8 +238,11 @@ def test_linear_sdca_trains_as_2_15s_did(tmp_path):
         table = {"ShardedMutableHashTable-1-of-1-keys", "ShardedMutableHashTable-1-of-1-values"}
         assert [v for v in ours["variables"] if not v.startswith("sdca_example_state")] == \
             [v for v in expected["variables"] if v not in table], case
-        assert ours["bias"] == pytest.approx(expected["bias"], abs=0.25), case
-        assert ours["color_weights"] == pytest.approx(expected["color_weights"], abs=0.3), case
+        for field in ("bias", "color_weights"):
+            # Further than 6 standard deviations of 2.15's runs from their mean is another model, not another order.
+            mean, deviation = _spread(runs, case, field)
+            assert (np.abs(np.reshape(ours[field], -1) - mean) <= np.maximum(6 * deviation, 0.02)).all(), \
+                (case, field, ours[field], mean.round(4).tolist(), deviation.round(4).tolist())
         logits, expected_logits = np.array(ours["logits"]), np.array(expected["logits"])
         assert np.abs(logits - expected_logits).sum() < 0.12 * np.abs(expected_logits).sum(), case
         clear = np.abs(expected_logits) > 0.3
