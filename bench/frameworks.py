@@ -29,8 +29,7 @@ TF215_PACKAGES = ["tensorflow-cpu==2.15.1", "tensorflow-estimator==2.15.0"]
 METRICS = ("train_examples_per_sec", "eval_examples_per_sec", "predict_examples_per_sec",
            "eval_again_examples_per_sec", "predict_again_examples_per_sec", "predict_single_again_examples_per_sec",
            "warm_predict_examples_per_sec", "time_to_first_step_secs", "train_again_secs", "checkpoint_save_secs",
-           "export_secs",
-           "peak_rss_mb", "rss_after_import_mb", "own_peak_rss_mb", "peak_rss_with_warm_predictor_mb")
+           "export_secs", "peak_rss_mb", "rss_after_import_mb", "own_peak_rss_mb", "peak_rss_with_warm_predictor_mb")
 CONTENDERS = ("elastimator", "elastimator_unfused", "elastimator_one_step", "elastimator_own_hook",
               "elastimator_mirrored", "tf_estimator", "keras_fit", "tf_function")
 TARGETS = {  # (numerator, denominator, metric, at least): issue 18's targets, default settings
@@ -183,8 +182,9 @@ def write(result: dict, out: str) -> None:
             f"# Frameworks side by side\n\n{result['model']}; batch {result['batch_size']}, {result['steps']} "
             f"train steps ({result['warmup']} warm-up steps not timed), {result['eval_batches']} eval and predict "
             f"batches per call (the `again` columns: a second call after {AGAIN_STEPS} more training steps, each "
-            f"given its input_fn anew; train_again_secs: that whole second train call), on the {result.get('device', 'cpu').upper()}; median of {result['runs']} "
-            "interleaved runs, each contender in its own process, "
+            f"given its input_fn anew; train_again_secs: that whole second train call), on the "
+            f"{result.get('device', 'cpu').upper()}; median of {result['runs']} interleaved runs, each contender in "
+            "its own process, "
             "which imports TensorFlow first (own_peak_rss_mb: peak RSS minus the RSS right after that import; "
             "an estimator's peak is taken after its second calls, before elastimator's warm Predictor, whose "
             "process peak is peak_rss_with_warm_predictor_mb).\n"
