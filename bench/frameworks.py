@@ -121,7 +121,7 @@ def run_contender(python: str, name: str, args) -> dict:
     return json.loads(line[len("RESULT "):])
 
 
-MEMORY = {  # (numerator, denominator, metric, at most): memory, and time to the first step
+MEMORY = {  # (numerator, denominator, metric, at most): memory, time to the first step, a second train call
     # Issue 51: what the framework holds beyond `import tensorflow` (TF 2.21 imports Keras 3 and more than 2.15).
     "elastimator / tf_estimator peak RSS beyond import": ("elastimator", "tf_estimator", "own_peak_rss_mb", 1.0),
     "elastimator_own_hook / tf_estimator peak RSS beyond import": ("elastimator_own_hook", "tf_estimator",
