@@ -128,10 +128,11 @@ class RunConfig:
     every hook acts on the global step rather than on calls and the process trains alone (not in a cluster);
     else 1 (elastimator.estimator.step.steps_per_call)."""
     reuse_graphs: bool = True
-    """`evaluate` and `predict` keep their graph and session for the next call of the same mode, where nothing the
-    model is built from changed: the input_fn is called every call, the model_fn once per kept graph, and the
-    newest checkpoint is restored into it (elastimator.estimator.loops.warm_graphs). False builds every call's graph
-    afresh, as tf.estimator did."""
+    """`train`, `evaluate` and `predict` keep their graph and session for the next call of the same mode, where
+    nothing the model is built from changed: the input_fn is called every call, the model_fn once per kept graph,
+    and the newest checkpoint is restored into it where it does not hold it already
+    (elastimator.estimator.loops.warm_graphs, kept_training). False builds every call's graph afresh, as
+    tf.estimator did."""
     tf_config: Mapping[str, Any] | None = dataclasses.field(default=None, repr=False)
     """TF_CONFIG as a dict; None reads the environment variable once, here."""
     cluster: ClusterInfo = dataclasses.field(init=False, repr=False, compare=False)

@@ -9,6 +9,7 @@ import inspect
 from typing import Any, Callable
 
 import tensorflow as tf
+from tensorflow.python.util import deprecation  # make_initializer reads the iterator's deprecated properties
 
 from elastimator.errors import InputFnError, ModelFnError
 from elastimator.estimator.contract.mode_keys import ModeKeys
@@ -74,17 +75,26 @@ class InputResult:
 class DatasetInitializerHook(tf.compat.v1.train.SessionRunHook):
     """Starts a dataset iterator (a strategy's distributed one too) when the session is created."""
 
-    def __init__(self, iterator, dataset: tf.data.Dataset | None = None):
+    def __init__(self, iterator, dataset: tf.data.Dataset | None = None, initializer: tf.Operation | None = None):
         self.iterator = iterator
         self.dataset = dataset
         """The dataset the iterator runs over (when a plain input_fn's)."""
+        self.initializer = initializer
+        """What starts the iterator on `dataset`, where it was made for another first (a kept graph's)."""
 
     def begin(self):
-        self._initializer = self.iterator.initializer
+        self._initializer = self.initializer if self.initializer is not None else self.iterator.initializer
 
     def after_create_session(self, session, coord):
         del coord
         session.run(self._initializer)
+
+
+def start_on(iterator, dataset: tf.data.Dataset) -> tf.Operation:
+    """What starts `iterator` on `dataset` (of the same element spec): `make_initializer`, without the deprecation
+    warnings TensorFlow's own use of the iterator's old properties logs."""
+    with deprecation.silence():
+        return iterator.make_initializer(dataset)
 
 
 def input_fn_result(input_fn: Callable, mode: str, params: dict, config,

@@ -13,7 +13,7 @@ from elastimator.errors import ClusterError, ConfigError
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.tf_config import TaskType
 from elastimator.estimator.graph import model_graph, replicas
-from elastimator.estimator.loops import hooked_session, interrupt, peer_watch, sessions
+from elastimator.estimator.loops import hooked_session, interrupt, kept_training, peer_watch, sessions
 from elastimator.estimator.loops import hooks as engine_hooks
 from elastimator.estimator.saving import checkpoints, saver_hook
 from elastimator.estimator.step import multi_step, steps_per_call, training_step
@@ -138,6 +138,20 @@ def train(
         return None
     if latest is not None and config.is_chief:
         logger.info("Resuming from step %d (%s).", restored_step, latest)
+    reuse = kept_training.reuse_for(estimator)
+    if reuse is not None and latest is not None:
+        to_train = steps_per_call.steps_to_train(steps, max_steps, restored_step)
+        kept = kept_training.start(reuse, input_fn, lambda parts: _suits(parts, config, user_hooks, to_train))
+        if kept is not None:
+            warm, input_hook = kept
+            logger.info("Training in the graph and session kept from the last train call.")
+            try:
+                with warm.graph.as_default():
+                    plan = _plan(warm.parts, steps, max_steps)
+                    return _run(estimator, warm.parts, plan, [input_hook], [], user_hooks, listeners, steps,
+                                max_steps, kept_training.Keeper(reuse, warm.parts, warm=warm))
+            except kept_training.Rebuild as e:
+                logger.info("Building the training graph afresh: %s.", e)
     with tf.Graph().as_default():
         strategy = config.train_distribute
         if replicas.replicas_of(strategy) > 1:
@@ -150,63 +164,101 @@ def train(
         model_hooks = list(spec.training_hooks) + (list(spec.training_chief_hooks) if config.is_chief else [])
         step, plan = _training_step(built, config, steps, max_steps, restored_step,
                                     user_hooks + list(built.input_hooks) + model_hooks)
-        user_hooks = training_step.build_hooks(user_hooks, step)
         scaffold = sessions.make_scaffold(spec, config, ready_once_made=config.is_chief)
         if not tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS):
             # Where a user's CheckpointSaverHook (without a saver or scaffold) finds the training's saver.
             tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SAVERS, scaffold.saver)
-        # Hooks that must see a (re-)created session before anything else, the checkpoint
-        # saver's save-on-create included, say so with `runs_first = True`.
-        first = [h for h in user_hooks if getattr(h, "runs_first", False)]
-        all_hooks = first + list(built.input_hooks) + _default_hooks(
-            step, scaffold, config, model_dir, listeners, plan)
-        if plan is None and (steps is not None or max_steps is not None):
-            all_hooks.append(tf.compat.v1.train.StopAtStepHook(num_steps=steps, last_step=max_steps))
-        all_hooks += [h for h in user_hooks if h not in first] + model_hooks
-        if plan is not None:
-            plan.watch(all_hooks)
-        if config.cluster.is_distributed and config.num_ps_replicas:
-            sessions.wait_for_tasks(config, "ps", config.session_creation_timeout_secs)
-        stop_on_signal = interrupt.StopOnSignalHook()
-        all_hooks.append(stop_on_signal)
-        several_processes = replicas.in_several_processes(strategy)
-        peers = peer_watch.PeerWatchHook(_peers(config)) if several_processes else None
-        if peers is not None:
-            all_hooks.append(peers)
-        loss = None
-        try:
-            creator = sessions.training_session_creator(
-                scaffold, config, model_dir,
-                session_config=replicas.session_config(strategy, config.effective_session_config()),
-                every_task_initializes=several_processes)
-            # Several processes: an aborted collective ends the session instead of re-creating it (the group
-            # restarts from the newest checkpoint; a re-created session would wait on the collectives forever).
-            with hooked_session.ReusingMonitoredSession(creator, all_hooks,
-                                                        should_recover=not several_processes) as session:
-                while not session.should_stop():
-                    try:
-                        _, loss = session.run([spec.train_op, spec.loss])
-                    except tf.errors.InvalidArgumentError as e:
-                        if not training_step.is_withdrawn(e):
-                            raise
-                        if several_processes:
-                            raise ClusterError(
-                                f"{config.task_type} {config.task_id}: the shard service took back the shard of "
-                                "this process's batch (it was silent too long, or the job rewound), and a replica "
-                                "of a synchronous strategy cannot skip a step the others take. Start every worker "
-                                f"again: each resumes from the newest checkpoint in {model_dir}.") from e
-                        logger.info("The input withdrew a batch before its step wrote anything; going on with "
-                                    "the next.")
-        except (tf.errors.CancelledError, tf.errors.UnavailableError, tf.errors.AbortedError) as e:
-            if peers is None:
-                raise
-            gone = f"{peers.gone} stopped answering" if peers.gone is not None else \
-                f"a worker of the all-reduce went away ({(e.message or '').splitlines()[0]})"
-            raise ClusterError(
-                f"{config.task_type} {config.task_id}: {gone}, and a step of a strategy over several processes "
-                f"(MultiWorkerMirroredStrategy) needs every worker. Start every worker again: each resumes from "
-                f"the newest checkpoint in {model_dir}.") from e
-        finally:
-            stop_on_signal.close()
-        stop_on_signal.deliver()  # Ctrl-C / SIGTERM: the checkpoint is saved; now stop as the signal asked
-        return None if loss is None else float(loss)
+        parts = kept_training.TrainingParts(built=built, step=step, execution=plan and plan.execution,
+                                            paced=config.steps_per_execution is None, scaffold=scaffold)
+        keeper = None
+        if reuse is not None and kept_training.keepable(parts, model_hooks, config.tf_random_seed):
+            keeper = kept_training.Keeper(reuse, parts)
+        return _run(estimator, parts, plan, list(built.input_hooks), model_hooks, user_hooks, listeners, steps,
+                    max_steps, keeper)
+
+
+def _suits(parts: kept_training.TrainingParts, config, user_hooks: list, to_train: int | None) -> bool:
+    """Whether a kept graph runs a call as a graph built for it would: several steps per call, or one."""
+    if config.steps_per_execution is not None:
+        return True  # built for what the config asks, as a new graph would be
+    if parts.execution is not None:  # a built loop serves calls of few steps too; not a hook that needs one
+        return steps_per_call.why_one_step(hooks=user_hooks, check_step=lambda: None, steps_to_train=None) is None
+    spec = parts.built.spec
+    return steps_per_call.why_one_step(
+        hooks=user_hooks, steps_to_train=to_train,
+        check_step=lambda: multi_step.check_copyable(spec.train_op, spec.loss, parts.built.step_outputs)) is not None
+
+
+def _plan(parts: kept_training.TrainingParts, steps, max_steps) -> multi_step.ExecutionPlanHook | None:
+    """A kept graph's plan hook for this call (none for one step per call)."""
+    if parts.execution is None:
+        return None
+    return multi_step.ExecutionPlanHook(parts.execution, num_steps=steps, last_step=max_steps,
+                                        pace=steps_per_call.Pace() if parts.paced else None)
+
+
+def _run(estimator, parts: kept_training.TrainingParts, plan, input_hooks: list, model_hooks: list, user_hooks: list,
+         listeners: list, steps, max_steps, keeper: kept_training.Keeper | None) -> float | None:
+    """Runs a training graph (the default one) in a monitored session with every hook; `keeper` keeps it."""
+    model_dir, config, step, scaffold = estimator.model_dir, estimator.config, parts.step, parts.scaffold
+    spec, strategy = parts.built.spec, config.train_distribute
+    user_hooks = training_step.build_hooks(user_hooks, step)
+    # Hooks that must see a (re-)created session before anything else, the checkpoint
+    # saver's save-on-create included, say so with `runs_first = True`.
+    first = [h for h in user_hooks if getattr(h, "runs_first", False)]
+    all_hooks = first + input_hooks + _default_hooks(step, scaffold, config, model_dir, listeners, plan)
+    if plan is None and (steps is not None or max_steps is not None):
+        all_hooks.append(tf.compat.v1.train.StopAtStepHook(num_steps=steps, last_step=max_steps))
+    all_hooks += [h for h in user_hooks if h not in first] + model_hooks
+    if plan is not None:
+        plan.watch(all_hooks)
+    if config.cluster.is_distributed and config.num_ps_replicas:
+        sessions.wait_for_tasks(config, "ps", config.session_creation_timeout_secs)
+    stop_on_signal = interrupt.StopOnSignalHook()
+    all_hooks.append(stop_on_signal)
+    several_processes = replicas.in_several_processes(strategy)
+    peers = peer_watch.PeerWatchHook(_peers(config)) if several_processes else None
+    if peers is not None:
+        all_hooks.append(peers)
+    loss, ended = None, False
+    try:
+        creator = sessions.training_session_creator(
+            scaffold, config, model_dir,
+            session_config=replicas.session_config(strategy, config.effective_session_config()),
+            every_task_initializes=several_processes)
+        if keeper is not None:
+            creator = keeper.creator(creator)
+        # Several processes: an aborted collective ends the session instead of re-creating it (the group
+        # restarts from the newest checkpoint; a re-created session would wait on the collectives forever).
+        with hooked_session.ReusingMonitoredSession(creator, all_hooks,
+                                                    should_recover=not several_processes) as session:
+            while not session.should_stop():
+                try:
+                    _, loss = session.run([spec.train_op, spec.loss])
+                except tf.errors.InvalidArgumentError as e:
+                    if not training_step.is_withdrawn(e):
+                        raise
+                    if several_processes:
+                        raise ClusterError(
+                            f"{config.task_type} {config.task_id}: the shard service took back the shard of "
+                            "this process's batch (it was silent too long, or the job rewound), and a replica "
+                            "of a synchronous strategy cannot skip a step the others take. Start every worker "
+                            f"again: each resumes from the newest checkpoint in {model_dir}.") from e
+                    logger.info("The input withdrew a batch before its step wrote anything; going on with "
+                                "the next.")
+        ended = True
+    except (tf.errors.CancelledError, tf.errors.UnavailableError, tf.errors.AbortedError) as e:
+        if peers is None:
+            raise
+        gone = f"{peers.gone} stopped answering" if peers.gone is not None else \
+            f"a worker of the all-reduce went away ({(e.message or '').splitlines()[0]})"
+        raise ClusterError(
+            f"{config.task_type} {config.task_id}: {gone}, and a step of a strategy over several processes "
+            f"(MultiWorkerMirroredStrategy) needs every worker. Start every worker again: each resumes from "
+            f"the newest checkpoint in {model_dir}.") from e
+    finally:
+        stop_on_signal.close()
+        if keeper is not None:  # kept for the next call where this one ended well; else closed
+            keeper.keep(ended and stop_on_signal.received is None)
+    stop_on_signal.deliver()  # Ctrl-C / SIGTERM: the checkpoint is saved; now stop as the signal asked
+    return None if loss is None else float(loss)

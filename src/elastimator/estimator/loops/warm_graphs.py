@@ -67,8 +67,8 @@ class WarmGraph:
     iterator: Any
     """The input iterator the model reads from; each call starts it on that call's dataset."""
     saver: tf.compat.v1.train.Saver
-    reset: tf.Operation
-    """Initializes the local variables (the metrics' totals) again."""
+    reset: tf.Operation | None
+    """Initializes the local variables (the metrics' totals) again (a training graph makes it on its first reuse)."""
     release: tf.Operation
     """Starts the iterator on nothing (the call's dataset taking 0 elements), freeing the one a call used up."""
     fetches: dict[str, Any]
@@ -79,7 +79,7 @@ class WarmGraph:
     writes_model: bool
     """Whether running `fetches` may change a global variable (then every call restores its checkpoint)."""
     restored: tuple | None = None
-    """The checkpoint the session holds, as `_stamp` saw it."""
+    """The checkpoint the session holds, as `stamp` saw it."""
     calls: int = 1
     freeing: threading.Thread | None = None
     """Frees the iterator the last call used up (`WarmGraphs.give_back`); the next call waits for it."""
@@ -87,6 +87,8 @@ class WarmGraph:
     """False once freeing the iterator failed: the graph is then closed instead of used."""
     batches_run: int = 0
     """An evaluation graph's batches over all its calls (multi_batch builds its loop past a few hundred)."""
+    parts: Any = None
+    """What else a mode's calls run from it (training's step and scaffold: `kept_training.TrainingParts`)."""
 
     def close(self) -> None:
         """Closes the session, once the iterator is freed."""
@@ -202,18 +204,18 @@ class Reuse:
         """
         if not _keepable(built, other_hooks, master):
             return None
-        reach = _reach(fetches)
-        if self.estimator.config.tf_random_seed is not None and reach.draws_random_numbers:
+        reached = reach(fetches)
+        if self.estimator.config.tf_random_seed is not None and reached.draws_random_numbers:
             return None
         graph = tf.compat.v1.get_default_graph()
         reset = tf.compat.v1.local_variables_initializer()
         iterator = built.input_hooks[0].iterator
-        release = iterator.make_initializer(built.input_hooks[0].dataset.take(0))
+        release = calls.start_on(iterator, built.input_hooks[0].dataset.take(0))
         session, callables = _open(graph, scaffold, master, self.estimator.config.effective_session_config(),
                                    checkpoint, iterator.initializer, fetches)
         return WarmGraph(mode=self.mode, key=self.key, graph=graph, session=session, iterator=iterator,
                          saver=scaffold.saver, reset=reset, release=release, fetches=dict(fetches), runs=callables,
-                         writes_model=reach.writes_model, restored=_stamp(checkpoint))
+                         writes_model=reached.writes_model, restored=stamp(checkpoint))
 
 
 def _open(graph: tf.Graph, scaffold, master: str, session_config, checkpoint: str, start_input: tf.Operation,
@@ -240,8 +242,16 @@ def reuse_for(estimator, mode: str, hooks: Iterable, checkpoint: str | None, *ex
     """What a call of `mode` may reuse or keep, or None where it builds afresh and keeps nothing: the caller passed
     hooks, there is no checkpoint, reuse is off, or the estimator builds its graphs otherwise than from its
     `model_fn` (through an overridden `_call_model_fn`). `extra` is what else the graph depends on (predict_keys)."""
+    if list(hooks) or not checkpoint:
+        return None
+    return reuse_of(estimator, mode, *extra)
+
+
+def reuse_of(estimator, mode: str, *extra) -> Reuse | None:
+    """What a call of `mode` may reuse or keep, or None where reuse is off or the estimator builds its graphs
+    otherwise than from its `model_fn` (`reuse_for`)."""
     graphs = getattr(estimator, "_warm_graphs", None)
-    if graphs is None or not estimator.config.reuse_graphs or list(hooks) or not checkpoint:
+    if graphs is None or not estimator.config.reuse_graphs:
         return None
     if model_graph.model_fn_of(estimator) is not estimator.model_fn:
         return None
@@ -271,20 +281,20 @@ def _start(warm: WarmGraph, estimator, input_fn: Callable, checkpoint: str) -> b
             with graph.as_default(), model_graph.seeded(config.tf_random_seed):
                 result = calls.input_fn_result(input_fn, warm.mode, estimator._params_for(warm.mode), config)  # pylint: disable=protected-access
                 fits = isinstance(result, tf.data.Dataset) and result.element_spec == warm.iterator.element_spec
-                begin = warm.iterator.make_initializer(result) if fits else None
+                begin = calls.start_on(warm.iterator, result) if fits else None
                 if fits:
-                    warm.release = warm.iterator.make_initializer(result.take(0))
+                    warm.release = calls.start_on(warm.iterator, result.take(0))
         finally:
             graph.finalize()
         if begin is None:
             warm.close()
             return False
-        stamp = _stamp(checkpoint)
-        if warm.writes_model or stamp != warm.restored:
+        stamped = stamp(checkpoint)
+        if warm.writes_model or stamped != warm.restored:
             warm.restored = None
             with graph.as_default():  # (outside a graph, a Saver restores eagerly)
                 warm.saver.restore(warm.session, checkpoint)
-            warm.restored = stamp
+            warm.restored = stamped
         warm.session.run([warm.reset, begin])
     except BaseException:
         warm.close()
@@ -304,6 +314,12 @@ def _keepable(built, other_hooks: Iterable, master: str) -> bool:
     of the model's, one device, a local session."""
     if master or built.replicas > 1 or built.spec.scaffold is not None or list(other_hooks):
         return False
+    return plain_input(built)
+
+
+def plain_input(built) -> bool:
+    """Whether a built graph's input is one dataset's iterator, started by its hook alone (a kept graph starts it
+    on each call's dataset)."""
     hooks = built.input_hooks
     return len(hooks) == 1 and isinstance(hooks[0], calls.DatasetInitializerHook) and hooks[0].dataset is not None
 
@@ -324,7 +340,7 @@ def _same(a: tuple, b: tuple) -> bool:
     return True
 
 
-def _stamp(checkpoint: str) -> tuple:
+def stamp(checkpoint: str) -> tuple:
     """A checkpoint's path with its index file's size and modification time: a checkpoint written again under the
     same name (a model_dir trained anew) stamps differently."""
     try:
@@ -337,7 +353,7 @@ def _stamp(checkpoint: str) -> tuple:
 _RANDOM = ("TruncatedNormal", "Multinomial", "ParameterizedTruncatedNormal")
 
 
-def _is_stateful_random(op_type: str) -> bool:
+def is_stateful_random(op_type: str) -> bool:
     op_def = op_def_registry.get(op_type)
     if op_def is None or not op_def.is_stateful:
         return False
@@ -356,7 +372,7 @@ class _Reach:
     """An op may change a global variable: a write to one, or a function call given one."""
 
 
-def _reach(fetches) -> _Reach:
+def reach(fetches) -> _Reach:
     """What running `fetches` in the current graph may do, from every op it runs and every function those call."""
     graph = tf.compat.v1.get_default_graph()
     model = {v.op for v in tf.compat.v1.global_variables()}
@@ -369,7 +385,7 @@ def _reach(fetches) -> _Reach:
         if op in seen:
             continue
         seen.add(op)
-        random = random or _is_stateful_random(op.type)
+        random = random or is_stateful_random(op.type)
         called = _called(op.node_def)
         functions.extend(called)
         if any(t.op in model for t in op.inputs) and (called or op.type.startswith(_WRITES)):
@@ -383,7 +399,7 @@ def _reach(fetches) -> _Reach:
             continue
         done.add(name)
         for node in library[name].node_def:
-            random = random or _is_stateful_random(node.op)
+            random = random or is_stateful_random(node.op)
             functions.extend(_called(node))
     return _Reach(draws_random_numbers=random, writes_model=writes)
 

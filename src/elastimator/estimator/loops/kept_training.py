@@ -1,0 +1,308 @@
+"""Training graphs kept between `train` calls.
+
+A program that alternates `train` and `evaluate` (a tutorial's epochs, a
+hand-written train-and-evaluate, a scoring job that fine-tunes first) built, in
+tf.estimator, a new graph and session at every `train` call: input_fn,
+model_fn (for the DeepFM benchmark, the optimizer's slots and gradients: 0.27 s),
+the scaffold's saver, a session, and a restore of the checkpoint the call before
+had just written (docs/performance.md).
+
+Here, as evaluation and prediction do (`warm_graphs`), a `train` call keeps its
+graph and session for the next call where nothing the model is built from
+changed (the model_fn, params, the RunConfig object):
+
+- `input_fn` is called again, every call, in the kept graph; its dataset starts
+  the kept iterator when it yields exactly what the first one did.
+- `model_fn` is not called again.
+- The session restores the newest checkpoint unless it holds it already: the
+  last call ended by saving its variables as that checkpoint, and nothing wrote
+  another since (a stamp of the files, `warm_graphs.stamp`). A checkpoint of
+  another program, a rollback, or a call that saved nothing at its end is
+  restored, as a new session would.
+- The local variables are initialized again, as in a new session.
+- Every hook is made and begun anew in the kept graph: the caller's, the
+  checkpoint saver (which writes its checkpoint at session creation, as before),
+  summaries, step counter, stop-at-step. Calls run one step or several as the
+  first call's graph was built; a graph built for one step per call is built
+  afresh when the call could run several (see `steps_per_call`).
+
+Kept only where later calls behave as fresh ones: a local, single-process,
+single-replica chief; the model's spec has no hooks and no scaffold of its own;
+the input is a plain dataset; no embedding variable evicts at saves; the
+variables hold at most `MAX_KEPT_BYTES`; the hooks' `begin` adds no variable or
+table; when `tf_random_seed` is set, neither the step nor the input draws random
+numbers (a fresh graph drew the same ones every call). A call that fails or is
+stopped by a signal closes its graph. `RunConfig(reuse_graphs=False)` turns it
+off, with evaluation's and prediction's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any, Callable
+
+import tensorflow as tf
+from tensorflow.python.client import session as session_lib  # the interface TensorFlow's Saver checks for
+
+from elastimator.embedding import eviction as embedding_eviction
+from elastimator.estimator.contract.mode_keys import ModeKeys
+from elastimator.estimator.graph import calls, model_graph
+from elastimator.estimator.loops import warm_graphs
+from elastimator.estimator.saving import checkpoints
+
+MAX_KEPT_BYTES = 1 << 30
+"""The most a kept training session may hold in variables (the model with its optimizer's slots). Past it, the
+memory it would hold beside an evaluation's session between calls outweighs the build a next call saves."""
+_STATE = (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_VARIABLES,
+          tf.compat.v1.GraphKeys.TABLE_INITIALIZERS, tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS,
+          tf.compat.v1.GraphKeys.RESOURCES)
+"""The collections whose growth during the hooks' `begin` means a kept session would lack what they add."""
+
+
+class Rebuild(Exception):
+    """A kept graph cannot serve this call after all (the hooks' `begin` added state): build it afresh."""
+
+
+@dataclasses.dataclass(eq=False)
+class TrainingParts:
+    """What a training graph runs, besides its session: kept with it for the next call."""
+
+    built: model_graph.ModelGraph
+    step: Any
+    """The `TrainingStep` the session calls run."""
+    execution: Any
+    """The several-step `multi_step.Execution`, or None for one step per call."""
+    paced: bool
+    """Whether several-step calls are sized by pace (`steps_per_execution=None`)."""
+    scaffold: tf.compat.v1.train.Scaffold
+
+
+def reuse_for(estimator) -> warm_graphs.Reuse | None:
+    """What this `train` call may reuse or keep, or None where its config rules keeping out."""
+    config = estimator.config
+    if config.cluster.is_distributed or config.master or not config.is_chief or config.train_distribute is not None:
+        return None
+    return warm_graphs.reuse_of(estimator, ModeKeys.TRAIN)
+
+
+def keepable(parts: TrainingParts, model_hooks: list, seed: int | None) -> bool:
+    """Whether a freshly built training graph's later calls would behave as fresh ones (see the module doc)."""
+    built = parts.built
+    if model_hooks or built.spec.scaffold is not None or built.replicas > 1 or built.step_outputs:
+        return False
+    if not warm_graphs.plain_input(built) or embedding_eviction.eviction_listeners(tf.compat.v1.get_default_graph()):
+        return False
+    if _variable_bytes() > MAX_KEPT_BYTES:
+        return False
+    if seed is None:
+        return True
+    step_draws = warm_graphs.reach([parts.step.train_op, parts.step.loss]).draws_random_numbers
+    return not (step_draws or _random_input(_input_ops(built.input_hooks[0].iterator.initializer)))
+
+
+def _variable_bytes() -> float:
+    """What the current graph's variables hold, in bytes (infinite where a shape is not static)."""
+    total = 0.0
+    for variable in tf.compat.v1.global_variables() + tf.compat.v1.local_variables():
+        elements = variable.shape.num_elements()
+        if elements is None:
+            return float("inf")
+        total += elements * variable.dtype.base_dtype.size
+    return total
+
+
+def _input_ops(initializer: tf.Operation) -> list[tf.Operation]:
+    """The ops an iterator's initializer runs: its dataset's pipeline."""
+    seen, stack = set(), [initializer]
+    while stack:
+        op = stack.pop()
+        if op not in seen:
+            seen.add(op)
+            stack.extend([*op.control_inputs, *(t.op for t in op.inputs)])
+    return list(seen)
+
+
+def _random_input(ops) -> bool:
+    """Whether an input pipeline shuffles or samples: its seeds, drawn from the graph's op count under a graph
+    seed, would differ in a kept graph from a fresh one's."""
+    return any("Shuffle" in op.type or "Random" in op.type or warm_graphs.is_stateful_random(op.type) for op in ops)
+
+
+def state_of(graph: tf.Graph) -> tuple:
+    """How many variables, tables and saveables `graph` holds (`_STATE`)."""
+    return tuple(len(graph.get_collection(key)) for key in _STATE)
+
+
+def start(reuse: warm_graphs.Reuse, input_fn: Callable, wants: Callable[[TrainingParts], bool]):
+    """The kept training graph readied for this call (its graph left open for the call's hooks, its input built),
+    with the hook that starts its input, or None where the call builds afresh: none is kept, `wants` declines
+    it, or the input yields something else than the kept one did (or, seeded, shuffles)."""
+    warm = reuse.graphs.take(reuse.mode, reuse.key)
+    if warm is None:
+        return None
+    if not wants(warm.parts):
+        warm.close()
+        return None
+    estimator, graph = reuse.estimator, warm.graph
+    config = estimator.config
+    graph._unsafe_unfinalize()  # pylint: disable=protected-access  (the call's input and hooks join the graph)
+    try:
+        with graph.as_default(), model_graph.seeded(config.tf_random_seed):
+            before = state_of(graph)
+            result = calls.input_fn_result(input_fn, ModeKeys.TRAIN, estimator._params_for(ModeKeys.TRAIN), config)  # pylint: disable=protected-access
+            fits = isinstance(result, tf.data.Dataset) and result.element_spec == warm.iterator.element_spec
+            if fits:
+                hook = calls.DatasetInitializerHook(warm.iterator, result, calls.start_on(warm.iterator, result))
+                if config.tf_random_seed is not None and _random_input(_input_ops(hook.initializer)):
+                    fits = False
+            if fits and state_of(graph) == before:
+                warm.release = calls.start_on(warm.iterator, result.take(0))
+                if warm.reset is None:
+                    warm.reset = tf.compat.v1.local_variables_initializer()
+                warm.calls += 1
+                return warm, hook
+    except BaseException:
+        graph.finalize()
+        warm.close()
+        raise
+    graph.finalize()
+    warm.close()
+    return None
+
+
+class _Unclosed(session_lib.SessionInterface):
+    """A session the monitored session may close: the real one stays open for the next call."""
+
+    def __init__(self, session: tf.compat.v1.Session):
+        self._session = session
+
+    @property
+    def graph(self):
+        return self._session.graph
+
+    @property
+    def sess_str(self):
+        return self._session.sess_str
+
+    def run(self, *args, **kwargs):
+        return self._session.run(*args, **kwargs)
+
+    def partial_run_setup(self, *args, **kwargs):
+        return self._session.partial_run_setup(*args, **kwargs)
+
+    def partial_run(self, *args, **kwargs):
+        return self._session.partial_run(*args, **kwargs)
+
+    def close(self) -> None:
+        """Leaves the session open (`Keeper` closes it, or keeps it)."""
+
+    def __getattr__(self, name):  # make_callable, _do_call: what the reusing hooked session calls
+        return getattr(self._session, name)
+
+
+class Keeper:
+    """A `train` call's side of keeping its graph: gives the monitored session a session it cannot close, and
+    keeps graph and session for the next call once the call ended well, or closes them (`keep`).
+
+    Args:
+        reuse: Where the graph is kept, and under what key.
+        parts: What the call's graph runs.
+        warm: The kept graph this call runs in (its session made already), or None for the graph built now (the
+            default one, not yet finalized).
+    """
+
+    def __init__(self, reuse: warm_graphs.Reuse, parts: TrainingParts, warm: warm_graphs.WarmGraph | None = None):
+        self._reuse, self._parts, self._warm = reuse, parts, warm
+        if warm is None:
+            source = parts.built.input_hooks[0]
+            self._iterator, self._release = source.iterator, calls.start_on(source.iterator, source.dataset.take(0))
+        self._graph = tf.compat.v1.get_default_graph()
+        self._state = state_of(self._graph)
+        self._session: tf.compat.v1.Session | None = None if warm is None else warm.session
+        self._kept_session_used = False
+        self._keepable = True
+
+    def creator(self, inner: tf.compat.v1.train.SessionCreator) -> tf.compat.v1.train.SessionCreator:
+        """The monitored session's creator: the kept session first (restored where it must be), then (a session
+        re-created after an error) `inner`'s."""
+        return _Creator(self, inner)
+
+    def _create(self, inner) -> _Unclosed:
+        if self._warm is not None and not self._kept_session_used:
+            self._kept_session_used = True
+            self._parts.scaffold.finalize()
+            if state_of(self._graph) != self._state:
+                raise Rebuild("the hooks' begin added variables, tables or resources to the kept graph")
+            _ready(self._warm, self._parts.scaffold.saver, self._reuse.estimator.model_dir)
+            return _Unclosed(self._session)
+        session = inner.create_session()
+        if self._session is not None:
+            self._session.close()
+        self._session = session
+        if state_of(self._graph) != self._state:
+            self._keepable = False
+        return _Unclosed(session)
+
+    def keep(self, ended_well: bool) -> None:
+        """Keeps the graph and session for the next call (freeing its input meanwhile) when the call `ended_well`
+        (not failed, nor stopped by a signal); else closes the session."""
+        if self._session is None or not (ended_well and self._keepable):
+            self._discard()
+            return
+        warm = self._warm
+        if warm is None:
+            warm = warm_graphs.WarmGraph(
+                mode=self._reuse.mode, key=self._reuse.key, graph=self._graph, session=self._session,
+                iterator=self._iterator, saver=self._parts.scaffold.saver, reset=None, release=self._release,
+                fetches={}, runs={}, writes_model=True, parts=self._parts)
+        elif warm.session is not self._session:  # re-created after an error
+            warm.session = self._session
+        warm.restored = _held(self._session, self._parts, self._reuse.estimator.model_dir)
+        self._reuse.graphs.give_back(warm)
+
+    def _discard(self) -> None:
+        if self._session is not None:
+            self._session.close()
+            self._session = None
+
+
+class _Creator(tf.compat.v1.train.SessionCreator):
+    def __init__(self, keeper: Keeper, inner):
+        self._keeper, self._inner = keeper, inner
+
+    def create_session(self):
+        return self._keeper._create(self._inner)  # pylint: disable=protected-access
+
+
+def _ready(warm: warm_graphs.WarmGraph, saver, model_dir: str) -> None:
+    """Restores the newest checkpoint into the kept session unless it holds it, and initializes the local
+    variables, as a new session would."""
+    newest = checkpoints.latest_checkpoint(model_dir)
+    if newest is None:
+        raise Rebuild("the model_dir holds no checkpoint now: the model starts from its initializers")
+    stamp = warm_graphs.stamp(newest)
+    if stamp != warm.restored:
+        warm.restored = None
+        saver.restore(warm.session, newest)
+        warm.restored = stamp
+    # A new saver knew no checkpoint before its own (the state file then lists only this call's, and older ones
+    # are left on disk for keep_checkpoint_max), as in tf.estimator.
+    saver.set_last_checkpoints_with_time([])
+    warm.session.run(warm.reset)
+
+
+def _held(session: tf.compat.v1.Session, parts: TrainingParts, model_dir: str) -> tuple | None:
+    """The stamp of the newest checkpoint when it holds exactly the session's variables (the call's saver wrote it
+    at the step the session is at), else None (the next call restores it)."""
+    saved = parts.scaffold.saver.last_checkpoints
+    newest = checkpoints.latest_checkpoint(model_dir)
+    if not saved or newest is None or os.path.normpath(saved[-1]) != os.path.normpath(newest):
+        return None
+    step = int(session.run(parts.built.global_step))
+    try:
+        if checkpoints.step_of_path(newest) != step:
+            return None
+    except Exception:  # noqa: BLE001 - a prefix named otherwise: restore it
+        return None
+    return warm_graphs.stamp(newest)
