@@ -28,8 +28,8 @@ TF215_VENV = os.path.join(HERE, ".venv-tf215")
 TF215_PACKAGES = ["tensorflow-cpu==2.15.1", "tensorflow-estimator==2.15.0"]
 METRICS = ("train_examples_per_sec", "eval_examples_per_sec", "predict_examples_per_sec",
            "eval_again_examples_per_sec", "predict_again_examples_per_sec", "predict_single_again_examples_per_sec",
-           "warm_predict_examples_per_sec", "time_to_first_step_secs", "train_again_secs", "checkpoint_save_secs",
-           "export_secs", "peak_rss_mb", "rss_after_import_mb", "own_peak_rss_mb", "peak_rss_with_warm_predictor_mb")
+           "warm_predict_examples_per_sec", "time_to_first_step_secs", "train_again_secs", "train_on_secs",
+           "checkpoint_save_secs", "export_secs", "peak_rss_mb", "rss_after_import_mb", "own_peak_rss_mb", "peak_rss_with_warm_predictor_mb")
 CONTENDERS = ("elastimator", "elastimator_unfused", "elastimator_one_step", "elastimator_own_hook",
               "elastimator_mirrored", "tf_estimator", "keras_fit", "tf_function")
 TARGETS = {  # (numerator, denominator, metric, at least): issue 18's targets, default settings
@@ -130,10 +130,13 @@ MEMORY = {  # (numerator, denominator, metric, at most): memory, time to the fir
     # Issue 61: the first step comes no later than tf.estimator's.
     "elastimator / tf_estimator time to the first step": ("elastimator", "tf_estimator", "time_to_first_step_secs",
                                                           1.0),
-    # Issue 61: a second train call builds its graph and session again, as tf.estimator's did (Keras and the
-    # tf.function loop keep their traced functions).
+    # Issue 61: a second train call after an evaluation and a prediction keeps elastimator's graph (a session is
+    # opened on it again: the evaluation closed the training's); one right after a train call keeps its session
+    # too. tf.estimator built both afresh; Keras and the tf.function loop keep their traced functions.
     "elastimator / tf_estimator second train call": ("elastimator", "tf_estimator", "train_again_secs", None),
     "elastimator / keras_fit second train call": ("elastimator", "keras_fit", "train_again_secs", None),
+    "elastimator / tf_estimator train call right after one": ("elastimator", "tf_estimator", "train_on_secs", None),
+    "elastimator / keras_fit train call right after one": ("elastimator", "keras_fit", "train_on_secs", None),
 }
 
 
@@ -182,7 +185,8 @@ def write(result: dict, out: str) -> None:
             f"# Frameworks side by side\n\n{result['model']}; batch {result['batch_size']}, {result['steps']} "
             f"train steps ({result['warmup']} warm-up steps not timed), {result['eval_batches']} eval and predict "
             f"batches per call (the `again` columns: a second call after {AGAIN_STEPS} more training steps, each "
-            f"given its input_fn anew; train_again_secs: that whole second train call), on the "
+            f"given its input_fn anew; train_again_secs: that whole second train call; train_on_secs: one more "
+            f"train call of {AGAIN_STEPS} steps right after it), on the "
             f"{result.get('device', 'cpu').upper()}; median of {result['runs']} interleaved runs, each contender in "
             "its own process, "
             "which imports TensorFlow first (own_peak_rss_mb: peak RSS minus the RSS right after that import; "

@@ -232,16 +232,27 @@ def test_input_of_another_element_spec_builds_the_model_again(tmp_path, iris):
     assert modes.count(est.ModeKeys.TRAIN) == 2 and estimator.get_variable_value("global_step") == 15
 
 
-def test_evaluation_between_train_calls_reads_each_new_checkpoint(tmp_path, iris):
-    estimator = estimator_in(tmp_path / "model")
+def test_evaluation_between_train_calls_closes_the_training_session_and_keeps_its_graph(tmp_path, iris):
+    """An evaluation opens a session of its own: the kept training session is closed first (the model and its
+    optimizer's slots are not held beside it), and the next train call opens one on the kept graph."""
+    model_fn, modes = counting()
+    estimator = estimator_in(tmp_path / "model", model_fn)
     fresh = estimator_in(tmp_path / "model", reuse_graphs=False)
     x, y = iris
     eval_input = lambda: tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(50)  # noqa: E731
+    kept = lambda: estimator._warm_graphs._kept[est.ModeKeys.TRAIN]  # noqa: E731  pylint: disable=protected-access
     for step in (10, 20, 30):
         estimator.train(repeated(x, y), steps=10)
+        assert kept().session is not None
         results = estimator.evaluate(eval_input)
+        assert kept().session is None
         assert results["global_step"] == step
         assert results == pytest.approx(fresh.evaluate(eval_input))
+    assert modes.count(est.ModeKeys.TRAIN) == 1 and modes.count(est.ModeKeys.EVAL) == 1
+    theirs = estimator_in(tmp_path / "fresh", reuse_graphs=False)
+    for _ in range(3):
+        theirs.train(repeated(x, y), steps=10)
+    assert_same_model(estimator, theirs)
 
 
 def test_a_model_past_the_kept_size_is_built_afresh_every_call(tmp_path, iris, monkeypatch):
@@ -251,3 +262,17 @@ def test_a_model_past_the_kept_size_is_built_afresh_every_call(tmp_path, iris, m
     for _ in range(2):
         estimator.train(repeated(*iris), steps=5)
     assert modes.count(est.ModeKeys.TRAIN) == 2
+
+
+def test_an_input_fn_that_makes_a_table_is_built_afresh_every_call(tmp_path, iris):
+    model_fn, modes = counting()
+    estimator = estimator_in(tmp_path / "model", model_fn)
+    x, y = iris
+
+    def input_fn():  # a vocabulary lookup made by the input_fn, as feature pipelines do
+        table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer([0, 1, 2], [0, 1, 2]), default_value=0)
+        return tf.data.Dataset.from_tensor_slices(({"x": x}, y)).map(lambda f, l: (f, table.lookup(l))).batch(16).repeat()
+
+    for _ in range(2):
+        estimator.train(input_fn, steps=5)
+    assert modes.count(est.ModeKeys.TRAIN) == 2 and estimator.get_variable_value("global_step") == 10

@@ -74,6 +74,7 @@ def evaluate(
     if steps is not None and not is_int(steps, minimum=1):
         raise ConfigError(f"evaluate: steps must be a positive int or None; got {steps!r}.")
     user_hooks = engine_hooks.check_hooks("hooks", hooks)
+    warm_graphs.rest_training(estimator)
     model_dir, config = estimator.model_dir, estimator.config
     checkpoint = checkpoints.resolve_for_reading(checkpoint_path, model_dir, "evaluating")
     reuse = warm_graphs.reuse_for(estimator, ModeKeys.EVAL, user_hooks, checkpoint)

@@ -58,6 +58,10 @@ _STATE = (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_
           tf.compat.v1.GraphKeys.TABLE_INITIALIZERS, tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS,
           tf.compat.v1.GraphKeys.RESOURCES)
 """The collections whose growth during the hooks' `begin` means a kept session would lack what they add."""
+_STATE_MAKERS = frozenset({"HashTable", "HashTableV2", "MutableHashTable", "MutableHashTableV2",
+                           "MutableHashTableOfTensors", "MutableHashTableOfTensorsV2", "MutableDenseHashTable",
+                           "MutableDenseHashTableV2", "VarHandleOp", "VariableV2", "Variable"})
+"""Ops that make a table or variable: an input pipeline that uses one made it in its input_fn."""
 
 
 class Rebuild(Exception):
@@ -93,12 +97,13 @@ def keepable(parts: TrainingParts, model_hooks: list, seed: int | None) -> bool:
         return False
     if not warm_graphs.plain_input(built) or embedding_eviction.eviction_listeners(tf.compat.v1.get_default_graph()):
         return False
-    if _variable_bytes() > MAX_KEPT_BYTES:
-        return False
+    input_ops = _input_ops(built.input_hooks[0].iterator.initializer)
+    if _variable_bytes() > MAX_KEPT_BYTES or any(op.type in _STATE_MAKERS for op in input_ops):
+        return False  # (an input_fn that makes a table would make another each call, never initialized)
     if seed is None:
         return True
     step_draws = warm_graphs.reach([parts.step.train_op, parts.step.loss]).draws_random_numbers
-    return not (step_draws or _random_input(_input_ops(built.input_hooks[0].iterator.initializer)))
+    return not (step_draws or _random_input(input_ops))
 
 
 def _variable_bytes() -> float:
@@ -145,12 +150,12 @@ def start(reuse: warm_graphs.Reuse, input_fn: Callable, wants: Callable[[Trainin
         warm.close()
         return None
     estimator, graph = reuse.estimator, warm.graph
-    config = estimator.config
+    config, params = estimator.config, estimator._params_for(ModeKeys.TRAIN)  # pylint: disable=protected-access
     graph._unsafe_unfinalize()  # pylint: disable=protected-access  (the call's input and hooks join the graph)
     try:
         with graph.as_default(), model_graph.seeded(config.tf_random_seed):
             before = state_of(graph)
-            result = calls.input_fn_result(input_fn, ModeKeys.TRAIN, estimator._params_for(ModeKeys.TRAIN), config)  # pylint: disable=protected-access
+            result = calls.input_fn_result(input_fn, ModeKeys.TRAIN, params, config)
             fits = isinstance(result, tf.data.Dataset) and result.element_spec == warm.iterator.element_spec
             if fits:
                 hook = calls.DatasetInitializerHook(warm.iterator, result, calls.start_on(warm.iterator, result))
@@ -232,10 +237,11 @@ class Keeper:
         if self._warm is not None and not self._kept_session_used:
             self._kept_session_used = True
             self._parts.scaffold.finalize()
-            if state_of(self._graph) != self._state:
+            if state_of(self._graph) != self._state:  # (its saver was built without what they added)
                 raise Rebuild("the hooks' begin added variables, tables or resources to the kept graph")
-            _ready(self._warm, self._parts.scaffold.saver, self._reuse.estimator.model_dir)
-            return _Unclosed(self._session)
+            if self._session is not None:
+                _ready(self._warm, self._parts.scaffold.saver, self._reuse.estimator.model_dir)
+                return _Unclosed(self._session)
         session = inner.create_session()
         if self._session is not None:
             self._session.close()

@@ -54,6 +54,7 @@ def predict(
 ) -> Iterator:
     """Yields predictions for every example (or batch) `input_fn` produces."""
     user_hooks = engine_hooks.check_hooks("hooks", hooks)
+    warm_graphs.rest_training(estimator)
     checkpoint = checkpoints.resolve_for_reading(checkpoint_path, estimator.model_dir, "predicting")
     reuse = warm_graphs.reuse_for(estimator, ModeKeys.PREDICT, user_hooks, checkpoint, _named(predict_keys))
     warm = reuse.warm(input_fn, checkpoint) if reuse else None

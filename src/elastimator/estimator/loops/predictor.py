@@ -18,7 +18,7 @@ import tensorflow as tf
 from elastimator.errors import InputFnError
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.graph import model_graph
-from elastimator.estimator.loops import predict_loop, sessions
+from elastimator.estimator.loops import predict_loop, sessions, warm_graphs
 from elastimator.estimator.saving import checkpoints
 from elastimator.export.receivers import SERVING_RECEIVERS
 
@@ -41,6 +41,7 @@ class Predictor:
     def __init__(self, estimator, serving_input_receiver_fn: Callable, checkpoint_path: str | None = None,
                  predict_keys: str | Sequence[str] | None = None):
         self._model_dir, config = estimator.model_dir, estimator.config
+        warm_graphs.rest_training(estimator)
         self.checkpoint = checkpoints.resolve_for_reading(checkpoint_path, self._model_dir, "predicting")
         self._graph = tf.Graph()
         with self._graph.as_default():

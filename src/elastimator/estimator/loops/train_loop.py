@@ -168,7 +168,7 @@ def train(
         if not tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS):
             # Where a user's CheckpointSaverHook (without a saver or scaffold) finds the training's saver.
             tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SAVERS, scaffold.saver)
-        parts = kept_training.TrainingParts(built=built, step=step, execution=plan and plan.execution,
+        parts = kept_training.TrainingParts(built=built, step=step, execution=plan.execution if plan else None,
                                             paced=config.steps_per_execution is None, scaffold=scaffold)
         keeper = None
         if reuse is not None and kept_training.keepable(parts, model_hooks, config.tf_random_seed):

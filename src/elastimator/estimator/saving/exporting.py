@@ -13,6 +13,7 @@ import tensorflow as tf
 from elastimator.errors import ExportError
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.graph import model_graph
+from elastimator.estimator.loops import warm_graphs
 from elastimator.estimator.saving import checkpoints
 from elastimator.export.outputs import EvalOutput, TrainOutput
 from elastimator.export.receivers import SERVING_RECEIVERS, SupervisedInputReceiver
@@ -119,6 +120,7 @@ def export_all_saved_models(
             f"No checkpoint in model_dir {model_dir!r} to export. Train the estimator first, or pass "
             "checkpoint_path."
         )
+    warm_graphs.rest_training(estimator)
     export_dir = _unique_export_dir(export_dir_base)
     temp_dir = os.path.join(export_dir_base, f"temp-{os.path.basename(export_dir)}")
     if tf.io.gfile.exists(temp_dir):
