@@ -158,6 +158,13 @@ def test_a_kept_loop_of_steps_serves_a_short_call_and_a_per_call_hook_builds_one
     assert modes.count(est.ModeKeys.TRAIN) == 2 and estimator.get_variable_value("global_step") == long_call + 10
     estimator.train(repeated(*iris), steps=3)
     assert modes.count(est.ModeKeys.TRAIN) == 2  # a one-step graph serves a short call
+    estimator.train(repeated(*iris), steps=long_call)
+    assert modes.count(est.ModeKeys.TRAIN) == 3  # a long call: the loop is built
+    x, y = iris
+    estimator.evaluate(lambda: tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(50))  # closes the session
+    estimator.train(repeated(*iris), steps=3)  # the loop would be optimized again in a new session: built afresh
+    assert modes.count(est.ModeKeys.TRAIN) == 4
+    assert estimator.get_variable_value("global_step") == 2 * long_call + 16
 
 
 def with_training_hook(features, labels, mode, params):

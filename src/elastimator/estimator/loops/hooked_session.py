@@ -50,10 +50,17 @@ def fetch_shape(fetches):
 class ReusingHookedSession(monitored_session._HookedSession):  # pylint: disable=protected-access
     """TensorFlow's hooked session, running each merged fetch structure it has seen through a kept callable."""
 
-    def __init__(self, sess, hooks):
+    def __init__(self, sess, hooks, leave_open: bool = False):
         super().__init__(sess, hooks)
         self._plans: dict = {}
         self._graph_version = None
+        self._leave_open = leave_open
+
+    def close(self):
+        if self._leave_open:  # the raw session is its creator's to keep or close (kept_training)
+            self._sess = None
+            return
+        super().close()
 
     def run(self, fetches, feed_dict=None, options=None, run_metadata=None):
         if self.should_stop():
@@ -92,8 +99,10 @@ class ReusingHookedSession(monitored_session._HookedSession):  # pylint: disable
 class _ReusingSessionCreator(monitored_session._MonitoredSession._CoordinatedSessionCreator):  # pylint: disable=protected-access
     def create_session(self):
         coordinated = super().create_session()
-        # The coordinated session wraps a fresh hooked session that has run nothing yet; ours takes its place.
-        coordinated._sess = ReusingHookedSession(self.tf_sess, self._hooks)  # pylint: disable=protected-access
+        # The coordinated session wraps a fresh hooked session that has run nothing yet; ours takes its place. A
+        # creator that `leaves_sessions_open` keeps or closes the raw sessions it made itself.
+        leave_open = getattr(self._session_creator, "leaves_sessions_open", False)
+        coordinated._sess = ReusingHookedSession(self.tf_sess, self._hooks, leave_open)  # pylint: disable=protected-access
         return coordinated
 
 

@@ -43,7 +43,6 @@ import os
 from typing import Any, Callable
 
 import tensorflow as tf
-from tensorflow.python.client import session as session_lib  # the interface TensorFlow's Saver checks for
 
 from elastimator.embedding import eviction as embedding_eviction
 from elastimator.estimator.contract.mode_keys import ModeKeys
@@ -139,14 +138,14 @@ def state_of(graph: tf.Graph) -> tuple:
     return tuple(len(graph.get_collection(key)) for key in _STATE)
 
 
-def start(reuse: warm_graphs.Reuse, input_fn: Callable, wants: Callable[[TrainingParts], bool]):
+def start(reuse: warm_graphs.Reuse, input_fn: Callable, wants: Callable[[TrainingParts, bool], bool]):
     """The kept training graph readied for this call (its graph left open for the call's hooks, its input built),
-    with the hook that starts its input, or None where the call builds afresh: none is kept, `wants` declines
-    it, or the input yields something else than the kept one did (or, seeded, shuffles)."""
+    with the hook that starts its input, or None where the call builds afresh: none is kept, `wants(parts,
+    whether its session is kept)` declines it, or the input yields something else than the kept one did (or, seeded, shuffles)."""
     warm = reuse.graphs.take(reuse.mode, reuse.key)
     if warm is None:
         return None
-    if not wants(warm.parts):
+    if not wants(warm.parts, warm.session is not None):
         warm.close()
         return None
     estimator, graph = reuse.estimator, warm.graph
@@ -176,38 +175,8 @@ def start(reuse: warm_graphs.Reuse, input_fn: Callable, wants: Callable[[Trainin
     return None
 
 
-class _Unclosed(session_lib.SessionInterface):
-    """A session the monitored session may close: the real one stays open for the next call."""
-
-    def __init__(self, session: tf.compat.v1.Session):
-        self._session = session
-
-    @property
-    def graph(self):
-        return self._session.graph
-
-    @property
-    def sess_str(self):
-        return self._session.sess_str
-
-    def run(self, *args, **kwargs):
-        return self._session.run(*args, **kwargs)
-
-    def partial_run_setup(self, *args, **kwargs):
-        return self._session.partial_run_setup(*args, **kwargs)
-
-    def partial_run(self, *args, **kwargs):
-        return self._session.partial_run(*args, **kwargs)
-
-    def close(self) -> None:
-        """Leaves the session open (`Keeper` closes it, or keeps it)."""
-
-    def __getattr__(self, name):  # make_callable, _do_call: what the reusing hooked session calls
-        return getattr(self._session, name)
-
-
 class Keeper:
-    """A `train` call's side of keeping its graph: gives the monitored session a session it cannot close, and
+    """A `train` call's side of keeping its graph: gives the monitored session a session it leaves open, and
     keeps graph and session for the next call once the call ended well, or closes them (`keep`).
 
     Args:
@@ -233,7 +202,7 @@ class Keeper:
         re-created after an error) `inner`'s."""
         return _Creator(self, inner)
 
-    def _create(self, inner) -> _Unclosed:
+    def _create(self, inner) -> tf.compat.v1.Session:
         if self._warm is not None and not self._kept_session_used:
             self._kept_session_used = True
             self._parts.scaffold.finalize()
@@ -241,14 +210,14 @@ class Keeper:
                 raise Rebuild("the hooks' begin added variables, tables or resources to the kept graph")
             if self._session is not None:
                 _ready(self._warm, self._parts.scaffold.saver, self._reuse.estimator.model_dir)
-                return _Unclosed(self._session)
+                return self._session
         session = inner.create_session()
         if self._session is not None:
             self._session.close()
         self._session = session
         if state_of(self._graph) != self._state:
             self._keepable = False
-        return _Unclosed(session)
+        return session
 
     def keep(self, ended_well: bool) -> None:
         """Keeps the graph and session for the next call (freeing its input meanwhile) when the call `ended_well`
@@ -274,6 +243,9 @@ class Keeper:
 
 
 class _Creator(tf.compat.v1.train.SessionCreator):
+    leaves_sessions_open = True
+    """The monitored session does not close what this makes (`hooked_session`): the keeper keeps or closes it."""
+
     def __init__(self, keeper: Keeper, inner):
         self._keeper, self._inner = keeper, inner
 

@@ -141,7 +141,8 @@ def train(
     reuse = kept_training.reuse_for(estimator)
     if reuse is not None and latest is not None:
         to_train = steps_per_call.steps_to_train(steps, max_steps, restored_step)
-        kept = kept_training.start(reuse, input_fn, lambda parts: _suits(parts, config, user_hooks, to_train))
+        kept = kept_training.start(reuse, input_fn, lambda parts, session_kept: _suits(
+            parts, config, user_hooks, to_train, session_kept))
         if kept is not None:
             warm, input_hook = kept
             logger.info("Training in the graph and session kept from the last train call.")
@@ -177,12 +178,17 @@ def train(
                     max_steps, keeper)
 
 
-def _suits(parts: kept_training.TrainingParts, config, user_hooks: list, to_train: int | None) -> bool:
+def _suits(parts: kept_training.TrainingParts, config, user_hooks: list, to_train: int | None,
+           session_kept: bool) -> bool:
     """Whether a kept graph runs a call as a graph built for it would: several steps per call, or one."""
     if config.steps_per_execution is not None:
         return True  # built for what the config asks, as a new graph would be
-    if parts.execution is not None:  # a built loop serves calls of few steps too; not a hook that needs one
-        return steps_per_call.why_one_step(hooks=user_hooks, check_step=lambda: None, steps_to_train=None) is None
+    if parts.execution is not None:
+        # A loop already run in the kept session serves calls of few steps too. In a new session its first run
+        # is optimized again, which few steps do not pay back (`steps_per_call.FEW_STEPS`: 1.87 s against 0.75
+        # for the benchmark's DeepFM without fused updates, 20 steps); and a hook may need one step per call.
+        steps = None if session_kept else to_train
+        return steps_per_call.why_one_step(hooks=user_hooks, check_step=lambda: None, steps_to_train=steps) is None
     spec = parts.built.spec
     return steps_per_call.why_one_step(
         hooks=user_hooks, steps_to_train=to_train,
