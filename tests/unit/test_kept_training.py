@@ -57,6 +57,11 @@ def checkpoint_files(model_dir) -> list[str]:
     return sorted(name for name in os.listdir(model_dir) if name.startswith("model.ckpt-") and name.endswith(".index"))
 
 
+def listed(estimator) -> list[str]:
+    """The checkpoints the state file lists."""
+    return [os.path.basename(p) for p in tf.train.get_checkpoint_state(estimator.model_dir).all_model_checkpoint_paths]
+
+
 def test_a_second_train_call_builds_no_model_and_trains_on_as_a_fresh_graph_would(tmp_path, iris, caplog):
     model_fn, modes = counting()
     ours = estimator_in(tmp_path / "kept", model_fn)
@@ -71,7 +76,6 @@ def test_a_second_train_call_builds_no_model_and_trains_on_as_a_fresh_graph_woul
     assert ours.last_train_loss == pytest.approx(theirs.last_train_loss, rel=1e-5)
     # The same checkpoints, and the state file lists the last call's only, as a new saver's did.
     assert checkpoint_files(ours.model_dir) == checkpoint_files(theirs.model_dir)
-    listed = lambda e: [os.path.basename(p) for p in tf.train.get_checkpoint_state(e.model_dir).all_model_checkpoint_paths]  # noqa: E731
     assert listed(ours) == listed(theirs)
 
 
@@ -259,7 +263,10 @@ def test_evaluation_between_train_calls_closes_the_training_session_and_keeps_it
     theirs = estimator_in(tmp_path / "fresh", reuse_graphs=False)
     for _ in range(3):
         theirs.train(repeated(x, y), steps=10)
+        theirs.evaluate(eval_input)
     assert_same_model(estimator, theirs)
+    assert checkpoint_files(estimator.model_dir) == checkpoint_files(theirs.model_dir)
+    assert listed(estimator) == listed(theirs)
 
 
 def test_a_model_past_the_kept_size_is_built_afresh_every_call(tmp_path, iris, monkeypatch):

@@ -208,6 +208,9 @@ class Keeper:
             self._parts.scaffold.finalize()
             if state_of(self._graph) != self._state:  # (its saver was built without what they added)
                 raise Rebuild("the hooks' begin added variables, tables or resources to the kept graph")
+            # A new saver knew no checkpoint before its own (the state file then lists only this call's, and older
+            # ones are left on disk for keep_checkpoint_max), as in tf.estimator.
+            self._parts.scaffold.saver.set_last_checkpoints_with_time([])
             if self._session is not None:
                 _ready(self._warm, self._parts.scaffold.saver, self._reuse.estimator.model_dir)
                 return self._session
@@ -264,9 +267,6 @@ def _ready(warm: warm_graphs.WarmGraph, saver, model_dir: str) -> None:
         warm.restored = None
         saver.restore(warm.session, newest)
         warm.restored = stamp
-    # A new saver knew no checkpoint before its own (the state file then lists only this call's, and older ones
-    # are left on disk for keep_checkpoint_max), as in tf.estimator.
-    saver.set_last_checkpoints_with_time([])
     warm.session.run(warm.reset)
 
 
