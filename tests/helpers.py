@@ -24,6 +24,16 @@ def linear_model_fn(features, labels, mode, params):
     return est.EstimatorSpec(mode, predictions=predictions, loss=loss, train_op=train_op, eval_metric_ops=metrics)
 
 
+class SavedSteps(tf.compat.v1.train.CheckpointSaverListener):
+    """A saving listener that records the global step of every checkpoint saved (`saved_steps`)."""
+
+    def __init__(self):
+        self.saved_steps = []
+
+    def after_save(self, session, global_step_value):
+        self.saved_steps.append(global_step_value)
+
+
 def train_input(x, y, batch_size=32, num_epochs=None):
     return est.inputs.numpy_input_fn({"x": x}, y, batch_size=batch_size, num_epochs=num_epochs, shuffle=True)
 

@@ -11,7 +11,7 @@ import tensorflow as tf
 import elastimator as est
 from elastimator.estimator.loops import kept_training
 from elastimator.estimator.step import steps_per_call
-from tests.helpers import linear_model_fn
+from tests.helpers import SavedSteps, linear_model_fn
 
 KEPT = "Training in the graph and session kept from the last train call"
 
@@ -126,23 +126,15 @@ class Recording(tf.compat.v1.train.SessionRunHook):
         self.events.append(("end", int(session.run(tf.compat.v1.train.get_global_step()))))
 
 
-class Saves(tf.compat.v1.train.CheckpointSaverListener):
-    def __init__(self):
-        self.steps = []
-
-    def after_save(self, session, global_step_value):
-        self.steps.append(global_step_value)
-
-
 def test_hooks_and_listeners_are_run_anew_in_a_kept_graph_as_in_a_fresh_one(tmp_path, iris):
     model_fn, modes = counting()
     seen = {}
     for name, estimator in (("kept", estimator_in(tmp_path / "kept", model_fn)),
                             ("fresh", estimator_in(tmp_path / "fresh", reuse_graphs=False))):
         estimator.train(repeated(*iris), steps=20)
-        hook, listener = Recording(), Saves()
+        hook, listener = Recording(), SavedSteps()
         estimator.train(repeated(*iris), steps=20, hooks=[hook], saving_listeners=[listener])
-        seen[name] = (hook.events, listener.steps)
+        seen[name] = (hook.events, listener.saved_steps)
     assert modes.count(est.ModeKeys.TRAIN) == 1
     assert seen["kept"] == seen["fresh"]
     events, saves = seen["kept"]
@@ -185,7 +177,8 @@ def with_dropout(features, labels, mode, params):
 
 class MakesAVariable(tf.compat.v1.train.SessionRunHook):
     def begin(self):
-        self.variable = tf.compat.v1.Variable(0, name="made_by_a_hook", collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
+        self.variable = tf.compat.v1.Variable(0, name="made_by_a_hook",
+                                              collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
 
 
 def shuffled(x, y):
@@ -285,7 +278,8 @@ def test_an_input_fn_that_makes_a_table_is_built_afresh_every_call(tmp_path, iri
 
     def input_fn():  # a vocabulary lookup made by the input_fn, as feature pipelines do
         table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer([0, 1, 2], [0, 1, 2]), default_value=0)
-        return tf.data.Dataset.from_tensor_slices(({"x": x}, y)).map(lambda f, l: (f, table.lookup(l))).batch(16).repeat()
+        labels = tf.data.Dataset.from_tensor_slices(({"x": x}, y)).map(lambda f, l: (f, table.lookup(l)))
+        return labels.batch(16).repeat()
 
     for _ in range(2):
         estimator.train(input_fn, steps=5)

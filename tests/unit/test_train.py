@@ -9,7 +9,7 @@ import tensorflow as tf
 
 import elastimator as est
 from elastimator import ConfigError, ModelDirError, NanLossError
-from tests.helpers import eval_input, linear_model_fn, read_events, train_input
+from tests.helpers import SavedSteps, eval_input, linear_model_fn, read_events, train_input
 
 
 def test_model_dir_layout_matches_tf_estimator(make_estimator, iris):
@@ -100,14 +100,6 @@ class _Recorder(tf.compat.v1.train.SessionRunHook):
         self.ended += 1
 
 
-class _Listener(tf.compat.v1.train.CheckpointSaverListener):
-    def __init__(self):
-        self.saved_steps = []
-
-    def after_save(self, session, global_step_value):
-        self.saved_steps.append(global_step_value)
-
-
 def test_user_spec_and_chief_hooks_run_and_listeners_see_every_save(make_estimator, iris):
     user, from_spec, chief = _Recorder(), _Recorder(), _Recorder()
 
@@ -115,7 +107,7 @@ def test_user_spec_and_chief_hooks_run_and_listeners_see_every_save(make_estimat
         spec = linear_model_fn(features, labels, mode, params)
         return spec._replace(training_hooks=[from_spec], training_chief_hooks=[chief])
 
-    listener = _Listener()
+    listener = SavedSteps()
     estimator = make_estimator(model_fn=model_fn, save_checkpoints_steps=5)
     estimator.train(train_input(*iris), steps=12, hooks=[user], saving_listeners=[listener])
     for hook in (user, from_spec, chief):
@@ -195,7 +187,7 @@ def test_no_checkpoints_when_both_frequencies_are_none(make_estimator, iris):
     estimator.train(train_input(*iris), steps=3)
     assert estimator.latest_checkpoint() is None
     with pytest.raises(ConfigError, match="saving_listeners need checkpoints"):
-        estimator.train(train_input(*iris), steps=3, saving_listeners=[_Listener()])
+        estimator.train(train_input(*iris), steps=3, saving_listeners=[SavedSteps()])
 
 
 def test_user_scaffold_init_fn_runs_and_keeps_our_saver(make_estimator, iris):

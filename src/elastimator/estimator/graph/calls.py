@@ -80,7 +80,7 @@ class DatasetInitializerHook(tf.compat.v1.train.SessionRunHook):
         self.dataset = dataset
         """The dataset the iterator runs over (when a plain input_fn's)."""
         self.initializer = initializer
-        """What starts the iterator on `dataset`, where it was made for another first (a kept graph's)."""
+        """What starts the iterator, where it was made for another dataset first (a kept graph's); None: its own."""
 
     def begin(self):
         self._initializer = self.initializer if self.initializer is not None else self.iterator.initializer

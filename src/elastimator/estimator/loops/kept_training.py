@@ -76,8 +76,6 @@ class TrainingParts:
     """The `TrainingStep` the session calls run."""
     execution: Any
     """The several-step `multi_step.Execution`, or None for one step per call."""
-    paced: bool
-    """Whether several-step calls are sized by pace (`steps_per_execution=None`)."""
     scaffold: tf.compat.v1.train.Scaffold
 
 
@@ -141,31 +139,25 @@ def state_of(graph: tf.Graph) -> tuple:
 def start(reuse: warm_graphs.Reuse, input_fn: Callable, wants: Callable[[TrainingParts, bool], bool]):
     """The kept training graph readied for this call (its graph left open for the call's hooks, its input built),
     with the hook that starts its input, or None where the call builds afresh: none is kept, `wants(parts,
-    whether its session is kept)` declines it, or the input yields something else than the kept one did (or, seeded, shuffles)."""
+    whether its session is kept)` declines it, or the input yields something else than the kept one did, makes
+    a table or variable, or (seeded) shuffles."""
     warm = reuse.graphs.take(reuse.mode, reuse.key)
     if warm is None:
         return None
     if not wants(warm.parts, warm.session is not None):
         warm.close()
         return None
-    estimator, graph = reuse.estimator, warm.graph
-    config, params = estimator.config, estimator._params_for(ModeKeys.TRAIN)  # pylint: disable=protected-access
+    graph, seeded = warm.graph, reuse.estimator.config.tf_random_seed is not None
     graph._unsafe_unfinalize()  # pylint: disable=protected-access  (the call's input and hooks join the graph)
     try:
-        with graph.as_default(), model_graph.seeded(config.tf_random_seed):
-            before = state_of(graph)
-            result = calls.input_fn_result(input_fn, ModeKeys.TRAIN, params, config)
-            fits = isinstance(result, tf.data.Dataset) and result.element_spec == warm.iterator.element_spec
-            if fits:
-                hook = calls.DatasetInitializerHook(warm.iterator, result, calls.start_on(warm.iterator, result))
-                if config.tf_random_seed is not None and _random_input(_input_ops(hook.initializer)):
-                    fits = False
-            if fits and state_of(graph) == before:
-                warm.release = calls.start_on(warm.iterator, result.take(0))
-                if warm.reset is None:
+        before = state_of(graph)
+        begin = warm_graphs.input_begin(warm, reuse.estimator, input_fn)
+        if begin is not None and state_of(graph) == before and not (seeded and _random_input(_input_ops(begin))):
+            if warm.reset is None:
+                with graph.as_default():
                     warm.reset = tf.compat.v1.local_variables_initializer()
-                warm.calls += 1
-                return warm, hook
+            warm.calls += 1
+            return warm, calls.DatasetInitializerHook(warm.iterator, initializer=begin)
     except BaseException:
         graph.finalize()
         warm.close()

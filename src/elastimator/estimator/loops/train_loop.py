@@ -84,8 +84,7 @@ def _training_step(built: model_graph.ModelGraph, config, steps, max_steps, rest
     if most is None:
         reason = steps_per_call.why_one_step(
             hooks=hooks, steps_to_train=steps_per_call.steps_to_train(steps, max_steps, restored_step),
-            in_cluster=config.cluster.is_distributed,
-            check_step=lambda: multi_step.check_copyable(spec.train_op, spec.loss, built.step_outputs))
+            in_cluster=config.cluster.is_distributed, check_step=_copyable(built))
         logger.info(steps_per_call.describe(reason))
         most, pace = (1, None) if reason else (steps_per_call.MOST_STEPS, steps_per_call.Pace())
     if most == 1:
@@ -148,7 +147,7 @@ def train(
             logger.info("Training in the graph and session kept from the last train call.")
             try:
                 with warm.graph.as_default():
-                    plan = _plan(warm.parts, steps, max_steps)
+                    plan = _plan(warm.parts, config, steps, max_steps)
                     return _run(estimator, warm.parts, plan, [input_hook], [], user_hooks, listeners, steps,
                                 max_steps, kept_training.Keeper(reuse, warm.parts, warm=warm))
             except kept_training.Rebuild as e:
@@ -170,7 +169,7 @@ def train(
             # Where a user's CheckpointSaverHook (without a saver or scaffold) finds the training's saver.
             tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SAVERS, scaffold.saver)
         parts = kept_training.TrainingParts(built=built, step=step, execution=plan.execution if plan else None,
-                                            paced=config.steps_per_execution is None, scaffold=scaffold)
+                                            scaffold=scaffold)
         keeper = None
         if reuse is not None and kept_training.keepable(parts, model_hooks, config.tf_random_seed):
             keeper = kept_training.Keeper(reuse, parts)
@@ -189,18 +188,22 @@ def _suits(parts: kept_training.TrainingParts, config, user_hooks: list, to_trai
         # for the benchmark's DeepFM without fused updates, 20 steps); and a hook may need one step per call.
         steps = None if session_kept else to_train
         return steps_per_call.why_one_step(hooks=user_hooks, check_step=lambda: None, steps_to_train=steps) is None
-    spec = parts.built.spec
-    return steps_per_call.why_one_step(
-        hooks=user_hooks, steps_to_train=to_train,
-        check_step=lambda: multi_step.check_copyable(spec.train_op, spec.loss, parts.built.step_outputs)) is not None
+    return steps_per_call.why_one_step(hooks=user_hooks, steps_to_train=to_train,
+                                       check_step=_copyable(parts.built)) is not None
 
 
-def _plan(parts: kept_training.TrainingParts, steps, max_steps) -> multi_step.ExecutionPlanHook | None:
-    """A kept graph's plan hook for this call (none for one step per call)."""
+def _copyable(built: model_graph.ModelGraph) -> Callable[[], object]:
+    """Raises ConfigError when `built`'s step cannot be copied into a loop of steps (`steps_per_call`)."""
+    return lambda: multi_step.check_copyable(built.spec.train_op, built.spec.loss, built.step_outputs)
+
+
+def _plan(parts: kept_training.TrainingParts, config, steps, max_steps) -> multi_step.ExecutionPlanHook | None:
+    """A kept graph's plan hook for this call (none for one step per call), its calls sized by pace where
+    `steps_per_execution` is None, as `_training_step` sized them."""
     if parts.execution is None:
         return None
     return multi_step.ExecutionPlanHook(parts.execution, num_steps=steps, last_step=max_steps,
-                                        pace=steps_per_call.Pace() if parts.paced else None)
+                                        pace=steps_per_call.Pace() if config.steps_per_execution is None else None)
 
 
 def _run(estimator, parts: kept_training.TrainingParts, plan, input_hooks: list, model_hooks: list, user_hooks: list,

@@ -310,20 +310,28 @@ def batches(warm: WarmGraph, name: str) -> Iterator:
         yield result
 
 
+def input_begin(warm: WarmGraph, estimator, input_fn: Callable) -> tf.Operation | None:
+    """Calls `input_fn` in `warm`'s graph (the caller has opened it) as a fresh graph of its mode would call it:
+    what starts the kept iterator on its dataset, or None when that yields something else than the kept one did.
+    `warm.release` then frees that dataset."""
+    config = estimator.config
+    with warm.graph.as_default(), model_graph.seeded(config.tf_random_seed):
+        result = calls.input_fn_result(input_fn, warm.mode, estimator._params_for(warm.mode), config)  # pylint: disable=protected-access
+        if not (isinstance(result, tf.data.Dataset) and result.element_spec == warm.iterator.element_spec):
+            return None
+        warm.release = calls.start_on(warm.iterator, result.take(0))
+        return calls.start_on(warm.iterator, result)
+
+
 def _start(warm: WarmGraph, estimator, input_fn: Callable, checkpoint: str) -> bool:
     """Readies `warm` for a call: calls `input_fn` in its graph, restores `checkpoint` (unless the session holds
     it unchanged and the calls change no model variable), resets the metrics and starts the input. False (the
     graph then closed) when the input yields something else than the kept one did."""
-    graph, config = warm.graph, estimator.config
+    graph = warm.graph
     try:
         graph._unsafe_unfinalize()  # pylint: disable=protected-access  (the call's input pipeline joins the graph)
         try:
-            with graph.as_default(), model_graph.seeded(config.tf_random_seed):
-                result = calls.input_fn_result(input_fn, warm.mode, estimator._params_for(warm.mode), config)  # pylint: disable=protected-access
-                fits = isinstance(result, tf.data.Dataset) and result.element_spec == warm.iterator.element_spec
-                begin = calls.start_on(warm.iterator, result) if fits else None
-                if fits:
-                    warm.release = calls.start_on(warm.iterator, result.take(0))
+            begin = input_begin(warm, estimator, input_fn)
         finally:
             graph.finalize()
         if begin is None:
