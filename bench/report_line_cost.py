@@ -7,8 +7,9 @@ that figure, in one process and one run:
 
 - **the line's work**: a real `ReportLineServer` and `ShardService`, its connections socket pairs (Unix
   sockets, the cheapest system calls there are); each round every connection sends one packed report and the
-  server reads, counts and answers them all (`_read`, then `_answer_reports`, as a turn of its loop does).
-  Per report: the Python work plus one cheap receive and one cheap send.
+  server's turns of its loop (`_turn`) wait for, read, count and answer them all. Per report: the loop's work
+  plus one cheap receive and one cheap send. Measured twice, interleaved: with the native loop
+  (`_line_native`, where the install built it) and with the Python one.
 - **a bare Unix socket pair**: one small frame sent and received, no Python beyond the two calls.
 - **a bare loopback TCP connection**: the same over TCP, as remote workers' lines run (the sender's call also
   runs the receiver's protocol work, so the cost sits with whoever sends).
@@ -22,10 +23,12 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import selectors
 import socket
 import statistics
 import time
 
+from elastimator.elastic import report_line
 from elastimator.elastic.report_line import PACKED_REPORT, ReportLineServer, _Connection, frame
 from elastimator.elastic.service import ShardService
 from report import RESULTS, write_results
@@ -34,19 +37,24 @@ TOKEN = "cost-bench-token"
 BATCH = 64
 
 
-def line_work(connections: int, rounds: int) -> float:
-    """CPU µs per report of the line's read, count and answer, over socket pairs."""
+def line_work(connections: int, rounds: int, native: bool) -> float:
+    """CPU µs per report of the line's turns (wait, read, count and answer), over socket pairs, with the native
+    loop or the Python one."""
     service = ShardService(TOKEN)
     service.handle("add_dataset", {"dataset": {"name": "d", "size": connections * rounds * BATCH,
                                                "shard_size": rounds * BATCH}})
-    server = ReportLineServer(service.handle, service.check_token, service.report_batch, local=False)
+    server = ReportLineServer(service.handle, service.check_token, service.report_batch, local=False,
+                              native=native)
     lines = []
     for i in range(connections):
         worker_end, service_end = socket.socketpair()
         service_end.setblocking(False)
         connection = _Connection(service_end, hello_by=0.0)
         connection.worker, connection.packed = f"w{i}", True
-        server._connections[service_end] = connection  # pylint: disable=protected-access  (past its hello)
+        # pylint: disable=protected-access  (as accepted and past its hello)
+        server._connections[service_end] = server._targets[connection.fd] = connection
+        server._selector.register(service_end, selectors.EVENT_READ, connection)
+        server._mark(connection)
         shard = service.handle("request", {"dataset": "d", "worker": connection.worker, "request_id": "0"})
         lines.append((worker_end, connection, shard))
     spent = 0.0
@@ -55,9 +63,8 @@ def line_work(connections: int, rounds: int) -> float:
             worker_end.send(frame(PACKED_REPORT.pack(b"R", shard["shard_id"], BATCH, shard["lease"],
                                                      shard["start"] + step * BATCH) + b"d"))
         begun = time.process_time()
-        for _, connection, _ in lines:
-            server._read(connection)  # pylint: disable=protected-access
-        server._answer_reports()  # pylint: disable=protected-access
+        while server.answered < (step + 1) * connections:
+            server._turn(timeout_secs=0)  # pylint: disable=protected-access
         spent += time.process_time() - begun
         for worker_end, _, _ in lines:
             worker_end.recv(1 << 16)
@@ -101,13 +108,16 @@ def main(argv=None) -> dict:
     parser.add_argument("--repeats", type=int, default=5, help="measurements of each figure (the median is kept)")
     parser.add_argument("--out", default=RESULTS)
     args = parser.parse_args(argv)
-    measured: dict[str, list[float]] = {"line_work_us_per_report": [], "unix_pair_us_per_message": [],
-                                        "tcp_loopback_us_per_message": []}
+    natively = report_line._line_native is not None  # pylint: disable=protected-access
+    measured: dict[str, list[float]] = {"line_work_us_per_report": [], "native_line_work_us_per_report": [],
+                                        "unix_pair_us_per_message": [], "tcp_loopback_us_per_message": []}
     for _ in range(args.repeats):
-        measured["line_work_us_per_report"].append(line_work(args.connections, args.rounds))
+        measured["line_work_us_per_report"].append(line_work(args.connections, args.rounds, native=False))
+        if natively:
+            measured["native_line_work_us_per_report"].append(line_work(args.connections, args.rounds, native=True))
         measured["unix_pair_us_per_message"].append(bare_pair(socket.socketpair, args.messages))
         measured["tcp_loopback_us_per_message"].append(bare_pair(tcp_pair, args.messages))
-    figures = {name: round(statistics.median(values), 2) for name, values in measured.items()}
+    figures = {name: round(statistics.median(values), 2) if values else None for name, values in measured.items()}
     result = {"benchmark": "report_line_cost", "connections": args.connections, "rounds": args.rounds,
               "repeats": args.repeats, **figures,
               "each_measurement": {name: [round(v, 2) for v in values] for name, values in measured.items()},
@@ -115,14 +125,15 @@ def main(argv=None) -> dict:
     markdown = (
         "# What one report costs the shard service, taken apart\n\n"
         f"`bench/report_line_cost.py`: {args.connections} report lines over Unix socket pairs, {args.rounds} "
-        "reports each, read, counted and answered as a turn of the line's loop does; beside it, one "
+        "reports each, waited for, read, counted and answered by the line's turns (its Python loop, and its "
+        "native one); beside it, one "
         "report-sized frame sent and received over a bare socket pair. CPU µs per report (or message), the "
         f"median of {args.repeats} interleaved measurements. "
         f"Machine: {result['machine']}.\n\n"
-        "| the line's work (with a Unix send and receive) | a bare Unix send + receive | a bare loopback TCP send "
-        "+ receive |\n|---|---|---|\n"
-        f"| {figures['line_work_us_per_report']} | {figures['unix_pair_us_per_message']} "
-        f"| {figures['tcp_loopback_us_per_message']} |\n")
+        "| the line's work, Python loop (with a Unix send and receive) | the same, native loop | a bare Unix send "
+        "+ receive | a bare loopback TCP send + receive |\n|---|---|---|---|\n"
+        f"| {figures['line_work_us_per_report']} | {figures['native_line_work_us_per_report'] or 'not built'} "
+        f"| {figures['unix_pair_us_per_message']} | {figures['tcp_loopback_us_per_message']} |\n")
     write_results(args.out, "report_line_cost", result, markdown)
     return result
 

@@ -15,6 +15,7 @@ SMOKE_TESTS=(
   tests/unit/test_public_api.py tests/unit/test_tensorflow_import.py tests/unit/test_train.py
   tests/unit/test_evaluate_predict.py tests/unit/test_train_and_evaluate.py tests/unit/test_export.py
   tests/unit/test_embedding_variables.py tests/unit/test_api_reference.py tests/unit/test_multi_step.py tests/unit/test_rnn.py tests/unit/test_sdca.py
+  tests/unit/test_line_native.py
   tests/integration/test_cli.py tests/integration/test_quiet_start.py
 )
 
@@ -33,6 +34,10 @@ if [ "$STEP" != prepare ]; then
 assert '/site-packages/' in elastimator.__file__, elastimator.__file__; \
 assert tf.__version__.startswith('$TF.'), tf.__version__; \
 print(f'smoke test: elastimator wheel on TensorFlow {tf.__version__}')"
+  if [ "$(uname)" = Linux ] && command -v cc >/dev/null; then  # a compiler here: the wheel has the native line
+    "$VENV/bin/python" -c "from elastimator.elastic import report_line; assert report_line.NATIVE, \
+'the wheel has no native report line (_line_native): see the build log'"
+  fi
   export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
   "$VENV/bin/python" -m pytest -q -p no:cacheprovider "${SMOKE_TESTS[@]}"
 fi

@@ -24,9 +24,14 @@ pytestmark = pytest.mark.integration
 TOKEN = "job-token-123"
 
 
-@pytest.fixture
-def server():
+@pytest.fixture(params=["native", "python"])
+def server(request, monkeypatch):
+    """A service whose report line runs its native loop, or its Python one."""
+    if request.param == "native" and report_line._line_native is None:
+        pytest.skip("the native report line was not built here (no C compiler, or not Linux)")
+    monkeypatch.setattr(report_line, "NATIVE", request.param == "native")
     server = ShardServer(ShardService(TOKEN)).start()
+    assert server.report_line.native == (request.param == "native")
     server.service.handle("add_dataset", {"dataset": {"name": "train", "size": 100, "shard_size": 10}})
     yield server
     server.stop()
@@ -454,3 +459,69 @@ def test_after_the_line_breaks_reports_are_answered_and_each_counts_once(server)
     client.report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start + 4)
     assert client.status("train")["trained_records"] == 6 and ring is client.report_ring
     client.close()
+
+
+def _packed_line(server, worker: str, receive_buffer: int | None = None):
+    """A line past its hello (its socket receiving into `receive_buffer` bytes where given), and a packed report
+    of the next 2 records of a shard `worker` holds (framed)."""
+    shard = server.service.handle("request", {"dataset": "train", "worker": worker})
+    sock = socket.socket()
+    sock.settimeout(5)
+    if receive_buffer is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    sock.connect(("127.0.0.1", server.report_line.port))
+    stream = sock.makefile("rb")
+    _send(sock, {"token": TOKEN, "worker": worker})
+    assert _read(stream)["packed"] == ["report"]
+    body = report_line.pack_report({"dataset": "train", "shard_id": shard["shard_id"], "consumed": 2,
+                                    "lease": shard["lease"], "offset": shard["start"]})
+    return sock, stream, shard, report_line.frame(body)
+
+
+def test_reports_split_across_sends_or_sent_together_are_each_counted_once_and_answered_in_order(server):
+    """A lone report in a chunk is the fast case (the native loop's); a frame in pieces, or several frames in
+    one chunk, are read by the Python loop, after which the line's next lone report is the fast case again."""
+    sock, stream, shard, report = _packed_line(server, "w0")
+    sock.sendall(report[:7])  # a report in three pieces
+    time.sleep(0.05)
+    sock.sendall(report[7:20])
+    time.sleep(0.05)
+    sock.sendall(report[20:])
+    assert report_line.unpack_reply(_read_body(stream)) == {"lease_floor": shard["lease_floor"]}
+    request = json.dumps({"method": "request", "dataset": "train", "worker": "w0"}).encode()
+    sock.sendall(report * 3 + struct.pack(">I", len(request)) + request + report[:10])  # three, a call, a piece
+    replies = [_read_body(stream) for _ in range(4)]
+    assert [reply[:1] for reply in replies] == [b"A", b"A", b"A", b"{"]
+    assert json.loads(replies[3])["shard_id"] != shard["shard_id"]  # the call's own reply: w0's next shard
+    sock.sendall(report[10:])
+    assert report_line.unpack_reply(_read_body(stream)) == {"lease_floor": shard["lease_floor"]}
+    sock.sendall(report)  # a lone report again
+    assert report_line.unpack_reply(_read_body(stream)) == {"lease_floor": shard["lease_floor"]}
+    assert server.service.handle("status", {"dataset": "train"})["trained_records"] == 2
+    assert server.report_line.answered == 1 + 3 + 1 + 1 + 1
+
+
+def test_replies_a_worker_does_not_read_wait_for_it_in_order_and_other_lines_go_on(server):
+    """A worker that sends and does not read fills its connection: the replies the socket cannot take wait in
+    the line's buffer, and are sent, all of them in order, once the worker reads."""
+    sock, stream, shard, report = _packed_line(server, "w0", receive_buffer=4096)
+    for connection in list(server.report_line._connections.values()):  # pylint: disable=protected-access
+        connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)  # (the service's end fills soon)
+    reports = 1000  # 14 kB of replies: more than the two sockets' buffers hold
+
+    def send_one_by_one():  # (most arrive alone, as a stepping worker's do)
+        for _ in range(reports):
+            sock.sendall(report)
+            time.sleep(0.0002)
+
+    sender = threading.Thread(target=send_one_by_one)
+    sender.start()
+    other, other_stream, other_shard, other_report = _packed_line(server, "w1")
+    deadline = time.monotonic() + 30
+    while sender.is_alive() and time.monotonic() < deadline:
+        other.sendall(other_report)  # another worker is answered meanwhile
+        assert report_line.unpack_reply(_read_body(other_stream)) == {"lease_floor": other_shard["lease_floor"]}
+    replies = [_read_body(stream) for _ in range(reports)]
+    sender.join(timeout=30)
+    assert set(replies) == {report_line.PACKED_REPLY.pack(b"A", False, shard["lease_floor"])}
+    assert server.service.handle("status", {"dataset": "train"})["trained_records"] == 4

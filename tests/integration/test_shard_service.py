@@ -191,12 +191,17 @@ def test_64_concurrent_clients_lose_nothing(monkeypatch):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("load", ["python", "c"])
-def test_hundreds_of_workers_stepping_with_seals_and_a_kill_leave_the_book_exact(monkeypatch, tmp_path, load):
+@pytest.mark.parametrize("load, line", [("python", "native"), ("c", "native"), ("c", "python")])
+def test_hundreds_of_workers_stepping_with_seals_and_a_kill_leave_the_book_exact(monkeypatch, tmp_path, load, line):
     """240 simulated workers (bench/shard_service_scale.py's, over the real report line; its Python load processes
-    and its C ones) at 10 steps/s against the standalone service, the chief sealing every second, a quarter of them
-    killed half way: the data set finishes with every record counted once, the killed workers' shards trained by
-    the others."""
+    and its C ones) at 10 steps/s against the standalone service (its line's native loop, and its Python one),
+    the chief sealing every second, a quarter of them killed half way: the data set finishes with every record
+    counted once, the killed workers' shards trained by the others."""
+    from elastimator.elastic import report_line
+
+    if line == "native" and report_line._line_native is None:  # pylint: disable=protected-access
+        pytest.skip("the native report line was not built here (no C compiler, or not Linux)")
+    monkeypatch.setenv("ELASTIMATOR_NATIVE_LINE", "1" if line == "native" else "0")
     monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
     from shard_service_scale import build_c_load, run  # the benchmark's own driver
 

@@ -57,6 +57,7 @@ import json
 import logging
 import os
 import secrets
+import select
 import selectors
 import socket
 import struct
@@ -68,6 +69,11 @@ from typing import Callable, Iterator
 from elastimator.elastic import open_files
 from elastimator.elastic.report_ring import ReportRing, RingReader
 from elastimator.elastic.shards import TOKEN_REFUSED, ShardServiceError, error_for
+
+try:  # the loop's native wait, read and answer (_line_native.c), where the install could build it
+    from elastimator.elastic import _line_native
+except ImportError:
+    _line_native = None
 
 logger = logging.getLogger("elastimator")
 
@@ -89,6 +95,8 @@ PACKED_METHODS = ("report",)
 """The calls the line may carry packed, where the hello offers them."""
 LOCAL_SOCKETS = sys.platform.startswith("linux")
 """Whether the line also takes workers on the service's machine over an abstract Unix socket (Linux has them)."""
+NATIVE = _line_native is not None and os.environ.get("ELASTIMATOR_NATIVE_LINE", "1") != "0"
+"""Whether report lines run their native loop: built by the install, and not turned off (ELASTIMATOR_NATIVE_LINE=0)."""
 _LENGTH = struct.Struct(">I")
 PACKED_REPORT = struct.Struct(">cqqqq")
 """b"R", shard id, records, lease, first record; the data set's name (UTF-8) follows."""
@@ -149,6 +157,11 @@ class FrameBuffer:
 
     def add(self, chunk: bytes) -> None:
         self._received += chunk
+
+    @property
+    def empty(self) -> bool:
+        """Whether nothing is held: no part of a frame waits for the rest of it."""
+        return not self._received
 
     def whole(self, chunk: bytes) -> bool:
         """Whether `chunk` is one whole frame, with nothing received before it (the usual case: read it as it is,
@@ -222,6 +235,13 @@ def unpack_reply(body: bytes) -> dict:
     return {"sealing": True, "lease_floor": floor} if sealing else {"lease_floor": floor}
 
 
+def _reply_data(reply) -> bytes:
+    """A counted report's reply as it goes on the line: packed, or the JSON error the book refused it with."""
+    if isinstance(reply, ShardServiceError):
+        return frame(json.dumps({"error": f"{reply.status}: {reply}", "status": reply.status}).encode("utf-8"))
+    return framed_reply(*reply)
+
+
 class ReportLineServer:
     """Accepts report lines and answers each call with `handle(method, request)`.
 
@@ -239,6 +259,12 @@ class ReportLineServer:
     (`reports`: one hold of the service's lock for all), and answered in the order each connection sent its
     frames: a frame of another kind first has the reports read before it counted.
 
+    Where the install built `_line_native` (C, Linux), a turn's wait, the reads of lone packed reports and
+    their replies' sends run there: the connections it may read are those past their hello that report packed,
+    with no part of a frame held and no reply waiting (`_mark`); whatever else it meets comes back to this
+    loop as it was, with the bytes it read. At a thousand connections that was most of the loop's own CPU per
+    report (bench/results/shard_service_scale.md).
+
     Args:
         handle: The service's call handler (`ShardService.handle`).
         check_token: Whether a hello's token is the job's.
@@ -247,11 +273,12 @@ class ReportLineServer:
         local: Whether to listen on an abstract Unix socket too (Linux only), for workers on this machine.
         rings: Where the report rings of workers on the Unix socket go while their lines are open (the
             `ShardService`: `attach_ring(worker, reader)`, `detach_ring(worker, reader)`); None takes none.
+        native: Whether to run the native loop where it was built; None: as `NATIVE` says.
     """
 
     def __init__(self, handle: Callable[[str, dict], dict], check_token: Callable[[str | None], bool],
                  reports: Callable[[list], list], host: str = "127.0.0.1", port: int = 0, local: bool = True,
-                 rings=None):
+                 rings=None, native: bool | None = None):
         self._handle = handle
         self._check_token = check_token
         self._rings = rings
@@ -276,6 +303,13 @@ class ReportLineServer:
                 local_listener.close()
                 logger.info("The report line takes TCP only: no Unix socket (%s).", e)
         self._selector = selectors.DefaultSelector()
+        native = NATIVE if native is None else native
+        self._native = _line_native if native and isinstance(self._selector, getattr(selectors, "EpollSelector", ())) \
+            else None
+        self._marked: list[str | None] = []
+        """By file descriptor: the worker of each connection the native loop reads itself (`_mark`), else None."""
+        self._targets: dict[int, object] = {}
+        """By file descriptor: what the native loop's events are for (a listener, the wake socket, a connection)."""
         self._connections: dict[socket.socket, _Connection] = {}
         self._wake_reader, self._wake_writer = socket.socketpair()
         self._stopped = False
@@ -292,12 +326,19 @@ class ReportLineServer:
         self.answered = 0
         """Calls answered so far (refusals included)."""
 
+    @property
+    def native(self) -> bool:
+        """Whether the loop's wait, lone reports' reads and their replies run in C (`_line_native`)."""
+        return self._native is not None
+
     def start(self) -> "ReportLineServer":
         for listener in self._listeners:
             listener.setblocking(False)
             self._selector.register(listener, selectors.EVENT_READ, None)
+            self._targets[listener.fileno()] = listener
         self._wake_reader.setblocking(False)
         self._selector.register(self._wake_reader, selectors.EVENT_READ, None)
+        self._targets[self._wake_reader.fileno()] = self._wake_reader
         self._thread = threading.Thread(target=self._loop, name="report-line", daemon=True)
         self._thread.start()
         return self
@@ -315,17 +356,7 @@ class ReportLineServer:
         _yield_to_senders()
         try:
             while not self._stopped:
-                for key, events in self._selector.select(timeout=1.0):
-                    if key.fileobj in self._listeners:
-                        self._accept(key.fileobj)
-                    elif key.fileobj is self._wake_reader:
-                        continue
-                    elif events & selectors.EVENT_WRITE:
-                        self._flush(key.data)
-                    else:
-                        self._read(key.data)
-                if self._reports:
-                    self._answer_reports()
+                self._turn(timeout_secs=1.0)
                 if time.monotonic() >= self._next_hello_check:
                     self._drop_silent()
                     self._resume_accepting()
@@ -337,6 +368,47 @@ class ReportLineServer:
             self._selector.close()
             self._wake_reader.close()
             self._wake_writer.close()
+
+    def _turn(self, timeout_secs: float) -> None:
+        """One turn of the loop: waits up to `timeout_secs` for what is ready, reads it, answers what came."""
+        if self._native is not None:
+            self._native_turn(round(timeout_secs * 1000))
+        else:
+            for key, events in self._selector.select(timeout=timeout_secs):
+                self._on_event(key.data or key.fileobj, events)
+        if self._reports:
+            self._answer_reports()
+
+    def _native_turn(self, timeout_ms: int) -> None:
+        """One wait in C: the lone packed reports it read are counted and answered there, the rest is ours."""
+        reports, fds, others = self._native.poll(self._selector.fileno(), timeout_ms, self._marked)
+        if reports:
+            self.answered += len(reports)
+            replies = self._count_reports(reports)
+            for index, sent in self._native.answer(fds, replies):  # those not sent whole: buffer, or drop
+                connection = self._targets[fds[index]]
+                if sent < 0:
+                    self._drop(connection, OSError(-sent, os.strerror(-sent)))
+                else:
+                    self._send_framed(connection, _reply_data(replies[index])[sent:])
+        for fd, mask, chunk in others:
+            target = self._targets.get(fd)
+            if target is None:  # closed by an event before it in this turn
+                continue
+            events = (selectors.EVENT_WRITE if mask & ~select.EPOLLIN else 0) | \
+                     (selectors.EVENT_READ if mask & ~select.EPOLLOUT else 0)  # as selectors reads epoll's
+            registered = target.events if isinstance(target, _Connection) else selectors.EVENT_READ
+            self._on_event(target, events & registered, chunk)
+
+    def _on_event(self, target, events: int, chunk: bytes | None = None) -> None:
+        """What a turn of the loop does with one ready object (`chunk`: what the native loop read from it)."""
+        if isinstance(target, _Connection):
+            if events & selectors.EVENT_WRITE:
+                self._flush(target)
+            else:
+                self._read(target, chunk)
+        elif target is not self._wake_reader:
+            self._accept(target)
 
     def _accept(self, listener: socket.socket) -> None:
         while True:
@@ -362,11 +434,14 @@ class ReportLineServer:
             sock.setblocking(False)
             connection = _Connection(sock, time.monotonic() + HELLO_TIMEOUT_SECS)
             self._connections[sock] = connection
+            self._targets[connection.fd] = connection
             self._selector.register(sock, selectors.EVENT_READ, connection)
 
-    def _read(self, connection: "_Connection") -> None:
+    def _read(self, connection: "_Connection", chunk: bytes | None = None) -> None:
+        """Reads what arrived (`chunk`, where the native loop read it already) and answers its frames."""
         try:
-            chunk = connection.sock.recv(1 << 16)
+            if chunk is None:
+                chunk = connection.sock.recv(1 << 16)
             if not chunk:
                 raise FrameError("the connection closed")
             if connection.packed and chunk[_LENGTH.size:_LENGTH.size + 1] == b"R" and connection.received.whole(chunk):
@@ -382,6 +457,20 @@ class ReportLineServer:
             return
         if connection.closing and not connection.unsent:
             self._drop(connection, None)
+        else:
+            self._mark(connection)
+
+    def _mark(self, connection: "_Connection") -> None:
+        """Lets the native loop read `connection` itself while all it can receive next is a lone packed report
+        answered at once: past a packed hello, no part of a frame held, no reply waiting, not closing."""
+        if self._native is None:
+            return
+        fd = connection.fd
+        if fd >= len(self._marked):
+            self._marked.extend([None] * (fd + 1 - len(self._marked)))
+        readable = connection.packed and connection.received.empty and not connection.unsent \
+            and not connection.closing and connection.sock in self._connections
+        self._marked[fd] = connection.worker if readable else None
 
     def _frame(self, connection: "_Connection", body: bytes) -> None:
         """Answers one frame: the hello first, then calls."""
@@ -399,13 +488,8 @@ class ReportLineServer:
         reports, self._reports = self._reports, []
         self.answered += len(reports)
         for (connection, _), reply in zip(reports, self._count_reports([fields for _, fields in reports])):
-            if isinstance(reply, ShardServiceError):
-                body = json.dumps({"error": f"{reply.status}: {reply}", "status": reply.status}).encode("utf-8")
-                data = frame(body)
-            else:
-                data = framed_reply(*reply)
             if connection.sock in self._connections:  # (one whose later frame was garbage is gone)
-                self._send_framed(connection, data)
+                self._send_framed(connection, _reply_data(reply))
 
     def _hello(self, connection: "_Connection", hello: dict) -> None:
         token = hello.get("token")
@@ -461,6 +545,8 @@ class ReportLineServer:
             self._selector.modify(connection.sock, events, connection)
         if connection.closing and not connection.unsent:
             self._drop(connection, None)
+        else:
+            self._mark(connection)
 
     def _pause_accepting(self, listener: socket.socket, error: OSError) -> None:
         self._selector.unregister(listener)
@@ -496,6 +582,8 @@ class ReportLineServer:
     def _drop(self, connection: "_Connection", error: Exception | None) -> None:
         if self._connections.pop(connection.sock, None) is None:
             return
+        self._targets.pop(connection.fd, None)
+        self._mark(connection)
         if error is not None and not self._stopped:
             logger.debug("Report line from %s ended: %s", connection.peer or _peer(connection.sock), error)
         try:
@@ -521,11 +609,13 @@ class ReportLineServer:
 class _Connection:
     """One report line's state in the server's loop."""
 
-    __slots__ = ("sock", "hello_by", "received", "unsent", "events", "worker", "packed", "peer", "ring",
+    __slots__ = ("sock", "fd", "hello_by", "received", "unsent", "events", "worker", "packed", "peer", "ring",
                  "closing")
 
     def __init__(self, sock: socket.socket, hello_by: float):
         self.sock = sock
+        self.fd = sock.fileno()
+        """Kept: a closed socket's fileno() is -1."""
         self.hello_by = hello_by
         self.received = FrameBuffer()
         self.unsent = bytearray()
