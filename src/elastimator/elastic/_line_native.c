@@ -81,7 +81,7 @@ PyDoc_STRVAR(poll_doc,
 "(fd, epoll events, chunk): the bytes read from a marked connection (b\"\" where it closed), or None where\n"
 "nothing was read.");
 
-static PyObject *line_poll(PyObject *self, PyObject *args) {
+static PyObject *line_poll(PyObject *Py_UNUSED(self), PyObject *args) {
     int epoll_fd, timeout_ms;
     PyObject *workers;
     if (!PyArg_ParseTuple(args, "iiO!:poll", &epoll_fd, &timeout_ms, &PyList_Type, &workers)) return NULL;
@@ -142,7 +142,7 @@ PyDoc_STRVAR(answer_doc,
 "`fds[i]`. Returns the replies not sent whole, as (i, bytes sent): 0 where the socket took nothing or the\n"
 "reply is not such a tuple, minus the errno where the send failed.");
 
-static PyObject *line_answer(PyObject *self, PyObject *args) {
+static PyObject *line_answer(PyObject *Py_UNUSED(self), PyObject *args) {
     PyObject *fds, *replies;
     if (!PyArg_ParseTuple(args, "O!O!:answer", &PyList_Type, &fds, &PyList_Type, &replies)) return NULL;
     Py_ssize_t count = PyList_GET_SIZE(replies);
@@ -194,6 +194,7 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_line_native",
     "The report line's epoll wait, packed-report reads and reply sends in C (see report_line.py).", -1, methods,
+    NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__line_native(void) {
