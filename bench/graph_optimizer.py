@@ -7,7 +7,8 @@ step, and also each variable initialization, restore, checkpoint save, iterator 
 the whole graph before its pruning. Those calls happen once or a few times per `train`, `evaluate` or `predict`
 call, in front of the user's first step or batch; what Grappler buys is in the calls that repeat (rewrites and
 fusions of the step). This measures both sides, for four kinds of model, with the sessions' config
-`default_session_config` as elastimator makes it and the same config with `disable_meta_optimizer`:
+`default_session_config` as elastimator makes it, the same config with `disable_meta_optimizer`, and with every
+pass off but the remapper's fusions (`VARIANTS`):
 
 - `first_step_secs`: from `train` to the end of its first session call (the model built, the session created,
   the first checkpoint saved, one step);
@@ -40,7 +41,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "src"))
 import report  # noqa: E402
 import timing  # noqa: E402
 
-VARIANTS = ("grappler", "no_grappler")
+VARIANTS = ("grappler", "no_grappler", "fusions_only")
+"""Grappler as `default_session_config` runs it; off (`disable_meta_optimizer`); every pass off but the remapper's
+fusions (MatMul/Conv2D + BiasAdd + activation into one oneDNN kernel: what a CNN's steps gain from Grappler),
+tried as a middle way (it lost everywhere: results/graph_optimizer.md)."""
+FUSIONS_ONLY_OFF = ("layout_optimizer", "constant_folding", "shape_optimization", "arithmetic_optimization",
+                    "dependency_optimization", "loop_optimization", "function_optimization", "debug_stripper",
+                    "common_subgraph_elimination", "implementation_selector", "pin_to_host_optimization",
+                    "scoped_allocator_optimization")
 MODELS = ("deepfm", "linear", "cnn", "rnn")
 BATCHES = 50
 
@@ -129,7 +137,13 @@ def run(model: str, variant: str, steps: int) -> dict:
     from elastimator.estimator.contract import run_config
 
     session_config = run_config.default_session_config(est.RunConfig().cluster)
-    session_config.graph_options.rewrite_options.disable_meta_optimizer = variant == "no_grappler"
+    rewrite = session_config.graph_options.rewrite_options
+    rewrite.disable_meta_optimizer = variant == "no_grappler"
+    if variant == "fusions_only":
+        for name in FUSIONS_ONLY_OFF:
+            setattr(rewrite, name, rewrite.OFF)
+        rewrite.memory_optimization = rewrite.NO_MEM_OPT
+        rewrite.disable_model_pruning = True
     model_fn, input_fn = _model(model, est)
     estimator = est.Estimator(model_fn, model_dir=tempfile.mkdtemp(), config=est.RunConfig(
         tf_random_seed=1, session_config=session_config, log_step_count_steps=None))
@@ -170,23 +184,24 @@ def main() -> None:
     metrics = ("first_step_secs", "steps_per_sec", "evaluate_secs", "evaluate_again_secs", "predict_secs")
     medians = {m: {v: {k: round(statistics.median(r[k] for r in runs[m][v]), 4) for k in metrics}
                    for v in VARIANTS} for m in MODELS}
-    # Ratios as speed-ups of leaving Grappler off: above 1 means faster without it.
-    ratios = {m: {k: round(medians[m]["grappler"][k] / medians[m]["no_grappler"][k], 3) if k != "steps_per_sec"
-                  else round(medians[m]["no_grappler"][k] / medians[m]["grappler"][k], 3) for k in metrics}
-              for m in MODELS}
+    # Ratios as speed-ups over Grappler as elastimator runs it: above 1 means the variant is faster.
+    ratios = {v: {m: {k: round(medians[m]["grappler"][k] / medians[m][v][k], 3) if k != "steps_per_sec"
+                      else round(medians[m][v][k] / medians[m]["grappler"][k], 3) for k in metrics}
+                  for m in MODELS} for v in VARIANTS[1:]}
     rows = "".join(
         f"| {m} | " + " | ".join(
-            f"{medians[m]['grappler'][k]:.3g} / {medians[m]['no_grappler'][k]:.3g} ({ratios[m][k]:.2f}x)"
-            for k in metrics) + " |\n" for m in MODELS)
+            f"{medians[m]['grappler'][k]:.3g} / " + " / ".join(
+                f"{medians[m][v][k]:.3g} ({ratios[v][m][k]:.2f}x)" for v in VARIANTS[1:]) for k in metrics)
+        + " |\n" for m in MODELS)
     markdown = (
         "# Grappler in an Estimator's sessions on the CPU\n\n"
         f"`bench/graph_optimizer.py`: each model trains {args.steps} steps, then a first and a second `evaluate` "
         f"and a first `predict` of {BATCHES} batches, in a fresh process per model and variant; median of "
-        f"{args.rounds} interleaved rounds. Each cell: with Grappler / without (the speed-up without it; above 1 "
-        "is faster without). Machine: " + f"{os.cpu_count()} CPUs.\n\n"
+        f"{args.rounds} interleaved rounds. Each cell: with Grappler / without it / with its fusions only (each "
+        "variant's speed-up over Grappler; above 1 is faster). Machine: " + f"{os.cpu_count()} CPUs.\n\n"
         "| model | time to the first step, s | steps/s after it | first evaluate, s | second evaluate, s | "
         "first predict, s |\n|---|---|---|---|---|---|\n" + rows)
-    report.write_results(args.out, "graph_optimizer", {"medians": medians, "speedup_without": ratios,
+    report.write_results(args.out, "graph_optimizer", {"medians": medians, "speedup_over_grappler": ratios,
                                                        "runs": runs, "steps": args.steps}, markdown)
 
 
