@@ -52,7 +52,7 @@ def line_work(connections: int, rounds: int, native: bool) -> float:
         connection = _Connection(service_end, hello_by=0.0)
         connection.worker, connection.packed = f"w{i}", True
         # pylint: disable=protected-access  (as accepted and past its hello)
-        server._connections[service_end] = server._targets[connection.fd] = connection
+        server._connections[service_end] = connection
         server._selector.register(service_end, selectors.EVENT_READ, connection)
         server._mark(connection)
         shard = service.handle("request", {"dataset": "d", "worker": connection.worker, "request_id": "0"})

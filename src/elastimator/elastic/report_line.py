@@ -308,8 +308,9 @@ class ReportLineServer:
             else None
         self._marked: list[str | None] = []
         """By file descriptor: the worker of each connection the native loop reads itself (`_mark`), else None."""
-        self._targets: dict[int, object] = {}
-        """By file descriptor: what the native loop's events are for (a listener, the wake socket, a connection)."""
+        self._registered = self._selector.get_map()
+        """By file descriptor, what the loop watches (a live view): the selector key of each listener, the wake
+        socket and each connection, the native loop's events are looked up in."""
         self._connections: dict[socket.socket, _Connection] = {}
         self._wake_reader, self._wake_writer = socket.socketpair()
         self._stopped = False
@@ -335,10 +336,8 @@ class ReportLineServer:
         for listener in self._listeners:
             listener.setblocking(False)
             self._selector.register(listener, selectors.EVENT_READ, None)
-            self._targets[listener.fileno()] = listener
         self._wake_reader.setblocking(False)
         self._selector.register(self._wake_reader, selectors.EVENT_READ, None)
-        self._targets[self._wake_reader.fileno()] = self._wake_reader
         self._thread = threading.Thread(target=self._loop, name="report-line", daemon=True)
         self._thread.start()
         return self
@@ -386,19 +385,18 @@ class ReportLineServer:
             self.answered += len(reports)
             replies = self._count_reports(reports)
             for index, sent in self._native.answer(fds, replies):  # those not sent whole: buffer, or drop
-                connection = self._targets[fds[index]]
+                connection = self._registered[fds[index]].data
                 if sent < 0:
                     self._drop(connection, OSError(-sent, os.strerror(-sent)))
                 else:
                     self._send_framed(connection, _reply_data(replies[index])[sent:])
         for fd, mask, chunk in others:
-            target = self._targets.get(fd)
-            if target is None:  # closed by an event before it in this turn
+            key = self._registered.get(fd)
+            if key is None:  # closed by an event before it in this turn
                 continue
             events = (selectors.EVENT_WRITE if mask & ~select.EPOLLIN else 0) | \
                      (selectors.EVENT_READ if mask & ~select.EPOLLOUT else 0)  # as selectors reads epoll's
-            registered = target.events if isinstance(target, _Connection) else selectors.EVENT_READ
-            self._on_event(target, events & registered, chunk)
+            self._on_event(key.data or key.fileobj, events & key.events, chunk)
 
     def _on_event(self, target, events: int, chunk: bytes | None = None) -> None:
         """What a turn of the loop does with one ready object (`chunk`: what the native loop read from it)."""
@@ -434,7 +432,6 @@ class ReportLineServer:
             sock.setblocking(False)
             connection = _Connection(sock, time.monotonic() + HELLO_TIMEOUT_SECS)
             self._connections[sock] = connection
-            self._targets[connection.fd] = connection
             self._selector.register(sock, selectors.EVENT_READ, connection)
 
     def _read(self, connection: "_Connection", chunk: bytes | None = None) -> None:
@@ -582,7 +579,6 @@ class ReportLineServer:
     def _drop(self, connection: "_Connection", error: Exception | None) -> None:
         if self._connections.pop(connection.sock, None) is None:
             return
-        self._targets.pop(connection.fd, None)
         self._mark(connection)
         if error is not None and not self._stopped:
             logger.debug("Report line from %s ended: %s", connection.peer or _peer(connection.sock), error)
