@@ -376,7 +376,9 @@ CONTENDERS = {"elastimator": elastimator, "elastimator_unfused": elastimator_unf
                "elastimator_one_step": elastimator_one_step, "elastimator_own_hook": elastimator_own_hook,
                "elastimator_mirrored": elastimator_mirrored,
                "tf_estimator": tf_estimator,
-               "keras_fit": keras_fit, "tf_function": tf_function}
+               "keras_fit": keras_fit, "tf_function": tf_function,
+               # The default contender again, which frameworks.py --against REV runs with REV's src first on the path.
+               "elastimator_before": elastimator}
 
 
 def main() -> None:

@@ -1,12 +1,17 @@
 """elastimator vs tf.estimator 2.15 vs Keras 3 model.fit vs a tf.function loop, side by side.
 
-Run:  python bench/frameworks.py [--steps 300] [--runs 3]
+Run:  python bench/frameworks.py [--steps 300] [--runs 3] [--against REV]
 
 Each contender runs in its own process (bench/contenders.py), so peak memory is
 its own; runs are interleaved (a, b, c, d, a, b, ...) and medians reported.
 tf.estimator 2.15 runs in a virtualenv this script creates once at
 bench/.venv-tf215 (tensorflow-cpu==2.15.1, tensorflow-estimator==2.15.0).
 Results go to bench/results/frameworks.{json,md}.
+
+`--against REV` adds `elastimator_before`: the default elastimator contender
+run with the code of git revision REV (a temporary worktree's src first on
+the path), interleaved with the others, and the ratios of elastimator's
+figures over it: a change measured side by side against the code before it.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from contenders import AGAIN_STEPS  # noqa: E402
-from report import add_timed_run_arguments  # noqa: E402
+from report import add_timed_run_arguments, worktree  # noqa: E402
 TF215_VENV = os.path.join(HERE, ".venv-tf215")
 TF215_PACKAGES = ["tensorflow-cpu==2.15.1", "tensorflow-estimator==2.15.0"]
 METRICS = ("train_examples_per_sec", "eval_examples_per_sec", "predict_examples_per_sec",
@@ -31,7 +36,7 @@ METRICS = ("train_examples_per_sec", "eval_examples_per_sec", "predict_examples_
            "warm_predict_examples_per_sec", "time_to_first_step_secs", "train_again_secs", "train_on_secs",
            "checkpoint_save_secs", "export_secs", "peak_rss_mb", "rss_after_import_mb", "own_peak_rss_mb", "peak_rss_with_warm_predictor_mb")
 CONTENDERS = ("elastimator", "elastimator_unfused", "elastimator_one_step", "elastimator_own_hook",
-              "elastimator_mirrored", "tf_estimator", "keras_fit", "tf_function")
+              "elastimator_mirrored", "tf_estimator", "keras_fit", "tf_function", "elastimator_before")
 TARGETS = {  # (numerator, denominator, metric, at least): issue 18's targets, default settings
     "elastimator / tf_estimator train": ("elastimator", "tf_estimator", "train_examples_per_sec", 2.0),
     "elastimator / keras_fit train": ("elastimator", "keras_fit", "train_examples_per_sec", 1.5),
@@ -108,10 +113,13 @@ def check_device(device: str, pythons: dict[str, str]) -> None:
                 "measure on the CPU.")
 
 
-def run_contender(python: str, name: str, args) -> dict:
+def run_contender(python: str, name: str, args, src: str | None = None) -> dict:
+    """One run of contender `name` in a process of its own (with `src` first on its path: another version's code)."""
     command = [python, os.path.join(HERE, "contenders.py"), name, "--batch-size", str(args.batch_size),
                "--steps", str(args.steps), "--warmup", str(args.warmup), "--eval-batches", str(args.eval_batches)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    if src is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
     if args.device == "cpu":
         env["CUDA_VISIBLE_DEVICES"] = ""  # a machine's GPU, if it has one, stays out of a CPU run
     out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
@@ -138,6 +146,12 @@ MEMORY = {  # (numerator, denominator, metric, at most): memory, time to the fir
     "elastimator / tf_estimator train call right after one": ("elastimator", "tf_estimator", "train_on_secs", None),
     "elastimator / keras_fit train call right after one": ("elastimator", "keras_fit", "train_on_secs", None),
 }
+BEFORE = {  # --against REV: the default contender over itself with REV's code (secs and MB: below 1 is better)
+    f"elastimator / elastimator_before {metric}": ("elastimator", "elastimator_before", metric, None)
+    for metric in ("train_examples_per_sec", "eval_examples_per_sec", "predict_examples_per_sec",
+                   "eval_again_examples_per_sec", "predict_again_examples_per_sec", "time_to_first_step_secs",
+                   "train_again_secs", "own_peak_rss_mb")
+}
 
 
 def _ratio(runs: dict, medians: dict, num: str, den: str, metrics: tuple[str, str]) -> tuple[float, float, float]:
@@ -150,7 +164,7 @@ def summarize(runs: dict[str, list[dict]]) -> dict:
     medians = {name: {m: statistics.median(r[m] for r in results) for m in METRICS if m in results[0]}
                for name, results in runs.items() if results}
     ratios = {}
-    for table, at_least in ((TARGETS, True), (MEMORY, False)):
+    for table, at_least in ((TARGETS, True), (MEMORY, False), (BEFORE, True)):
         for label, (num, den, metric, target) in table.items():
             metrics = metric if isinstance(metric, tuple) else (metric, metric)
             if num not in medians or den not in medians:
@@ -205,18 +219,24 @@ def main(argv=None) -> dict:
     parser.add_argument("--tf215-python", help="Python of an existing TF 2.15 + tensorflow-estimator environment")
     parser.add_argument("--skip-tf-estimator", action="store_true", help="leave out tf.estimator 2.15")
     parser.add_argument("--only", nargs="+", choices=CONTENDERS, help="run these contenders only")
+    parser.add_argument("--against", metavar="REV", help="add elastimator_before: the default contender with the "
+                        "code of git revision REV (see the module doc)")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                         help="where the models run: cpu (GPUs hidden) or gpu (refused where TensorFlow sees none)")
     args = parser.parse_args(argv)
-    pythons = {name: sys.executable for name in CONTENDERS if name != "tf_estimator"}
+    pythons = {name: sys.executable for name in CONTENDERS if name not in ("tf_estimator", "elastimator_before")}
+    if args.against:
+        pythons["elastimator_before"] = sys.executable
     if not args.skip_tf_estimator:
         pythons["tf_estimator"] = tf215_python(args.tf215_python)
     order = [n for n in CONTENDERS if n in pythons and (not args.only or n in args.only)]
     check_device(args.device, {name: pythons[name] for name in order})
     runs: dict[str, list[dict]] = {name: [] for name in order}
-    for _ in range(args.runs):
-        for name in order:
-            runs[name].append(run_contender(pythons[name], name, args))
+    with worktree(args.against) as before_src:
+        for _ in range(args.runs):
+            for name in order:
+                src = before_src if name == "elastimator_before" else None
+                runs[name].append(run_contender(pythons[name], name, args, src))
     result = {
         "benchmark": "frameworks",
         "model": "DeepFM-like: 13 dense + 26 hashed categorical (10k buckets each), embedding 8, FM + MLP 64-32, Adam",

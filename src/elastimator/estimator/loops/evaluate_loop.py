@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from typing import Callable, Mapping, Sequence
@@ -98,12 +99,14 @@ def evaluate(
 def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse) -> tuple[dict, int]:
     """Builds the evaluation graph and runs it in a monitored session, or keeps it (`warm_graphs`)."""
     config = estimator.config
-    with tf.Graph().as_default() as graph:
+    starting = reuse.early_input(config.evaluation_master) if reuse else contextlib.nullcontext()
+    with tf.Graph().as_default() as graph, starting as early:
         strategy = config.eval_distribute
         if replicas.replicas_of(strategy) > 1:
             built = replicas.build_for(estimator, ModeKeys.EVAL, input_fn, strategy)
         else:
-            built = model_graph.build_for(estimator, ModeKeys.EVAL, input_fn)
+            built = model_graph.build_for(estimator, ModeKeys.EVAL, input_fn,
+                                           on_input=early.on_input if early else None)
         spec = built.spec
         # Over replicas, the loss metric is already among them (made in each replica).
         metrics = model_graph.metrics_with_loss(spec)
@@ -114,7 +117,7 @@ def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse) 
         scaffold = sessions.evaluation_scaffold(spec, config)
         fetches = {"batch": update, "results": (values, eval_step)}
         warm = reuse.keep(built, scaffold, checkpoint, config.evaluation_master, fetches,
-                          spec.evaluation_hooks) if reuse else None
+                          spec.evaluation_hooks, early) if reuse else None
         if warm is not None:
             return _evaluate_kept(reuse.graphs, warm, steps)
         final, counted = tf.compat.v1.train.FinalOpsHook(values), tf.compat.v1.train.FinalOpsHook(eval_step)

@@ -52,6 +52,7 @@ from elastimator import tensorflow_import
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.run_config import RunConfig
 from elastimator.estimator.graph import calls, model_graph
+from elastimator.estimator.loops import callables, early_input
 
 MAX_CALLS = 64
 """Calls a kept graph serves before it is built afresh (each adds its input pipeline's ops)."""
@@ -225,49 +226,64 @@ class Reuse:
             return warm
         return None
 
+    def early_input(self, master: str) -> contextlib.AbstractContextManager[early_input.EarlyInput]:
+        """What starts the input of a graph this call builds (for a session at `master`) while its model is built
+        (`early_input`), for `keep`; its session is closed on leaving unless `keep` took it."""
+        config = self.estimator.config
+        return contextlib.closing(early_input.EarlyInput(master, config.effective_session_config()))
+
     def keep(self, built, scaffold, checkpoint: str, master: str, fetches: Mapping[str, Any],
-             other_hooks: Iterable) -> WarmGraph | None:
-        """Keeps the graph a call just built (its session not made yet), if the next call can reuse it: its session
-        made, the checkpoint restored, the input started, and a callable made of each of `fetches` (name -> what
-        every call runs). None where it cannot; the call then runs it as 2.15 did.
+             other_hooks: Iterable, early: early_input.EarlyInput | None = None) -> WarmGraph | None:
+        """Keeps the graph a call just built (its session not made yet, or made by `early`), if the next call can
+        reuse it: its session made, the checkpoint restored, the input started, and a callable made of each of
+        `fetches` (name -> what every call runs). None where it cannot; the call then runs it as 2.15 did.
 
         `scaffold` is `sessions.make_scaffold(..., ready_once_made=True)`'s: a kept graph has no scaffold of the
         model's, so its readiness checks are left out wherever they cannot fail.
         """
-        if not _keepable(built, other_hooks, master):
-            return None
-        reached = reach(fetches)
-        if self.estimator.config.tf_random_seed is not None and reached.draws_random_numbers:
+        reached = reach(fetches) if _keepable(built, other_hooks, master) else None
+        if reached is None or (self.estimator.config.tf_random_seed is not None and reached.draws_random_numbers):
+            if early is not None:
+                early.close()  # now, not when the call that builds afresh ends
             return None
         graph = tf.compat.v1.get_default_graph()
         reset = tf.compat.v1.local_variables_initializer()
         iterator = built.input_hooks[0].iterator
         release = calls.start_on(iterator, built.input_hooks[0].dataset.take(0))
-        session, callables = _open(graph, scaffold, master, self.estimator.config.effective_session_config(),
-                                   checkpoint, iterator.initializer, fetches)
+        session, started = early.take(iterator) if early is not None else (None, False)
+        if session is None:
+            with tensorflow_import.quiet_first_session():
+                session = tf.compat.v1.Session(master, graph=graph,
+                                               config=self.estimator.config.effective_session_config())
+        runs = _open(session, scaffold, checkpoint, None if started else iterator.initializer, fetches)
         return WarmGraph(mode=self.mode, key=self.key, graph=graph, session=session, iterator=iterator,
-                         saver=scaffold.saver, reset=reset, release=release, fetches=dict(fetches), runs=callables,
+                         saver=scaffold.saver, reset=reset, release=release, fetches=dict(fetches), runs=runs,
                          writes_model=reached.writes_model, restored=stamp(checkpoint))
 
 
-def _open(graph: tf.Graph, scaffold, master: str, session_config, checkpoint: str, start_input: tf.Operation,
-          fetches: Mapping[str, Any]) -> tuple[tf.compat.v1.Session, dict[str, Callable]]:
-    """A kept graph's session, as TensorFlow's ChiefSessionCreator makes it for a scaffold of elastimator's alone
-    (`keep`): the checkpoint restored, then the local variables initialized; then its input started. A thread
-    makes the callables of `fetches` meanwhile."""
-    scaffold.finalize()
-    with tensorflow_import.quiet_first_session():
-        session = tf.compat.v1.Session(master, graph=graph, config=session_config)
+def _open(session: tf.compat.v1.Session, scaffold, checkpoint: str, start_input: tf.Operation | None,
+          fetches: Mapping[str, Any]) -> dict[str, Callable]:
+    """Readies a kept graph's new session as TensorFlow's ChiefSessionCreator would for a scaffold of elastimator's
+    alone (`keep`): the checkpoint restored, then the local variables initialized; then its input started (unless
+    `start_input` is None: started already). Returns the callables of `fetches`, which a thread makes meanwhile
+    (`callables.made_now`)."""
+    first, *later = fetches
+    pool = futures.ThreadPoolExecutor(1, thread_name_prefix="elastimator-callables")
     try:
-        with futures.ThreadPoolExecutor(1, thread_name_prefix="elastimator-callables") as pool:
-            made = pool.submit(lambda: {name: session.make_callable(what) for name, what in fetches.items()})
-            scaffold.saver.restore(session, checkpoint)
-            session.run(scaffold.local_init_op)
-            session.run(start_input)
-            return session, made.result()
+        made = pool.submit(callables.made_now, session, fetches[first])
+        scaffold.finalize()
+        scaffold.saver.restore(session, checkpoint)
+        session.run([scaffold.local_init_op] + ([start_input] if start_input is not None else []))
+        runs = {first: made.result()}
+        # The others (an evaluation's results) are made while the first runs: one executor build at a time.
+        runs.update((name, callables.Deferred(pool.submit(callables.made_now, session, fetches[name])))
+                    for name in later)
+        return runs
     except BaseException:
         session.close()
         raise
+    finally:
+        pool.shutdown(wait=False)
 
 
 def rest_training(estimator) -> None:

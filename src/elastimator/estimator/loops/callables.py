@@ -1,0 +1,62 @@
+"""Session callables whose executors TensorFlow builds when they are made, not at their first call.
+
+`Session.make_callable` in TensorFlow 2 returns a function that calls
+`Session.run`: the executors for those fetches (Grappler's rewrite of the
+graph, its partition, oneDNN's layout pass, the kernels) are built by the
+first call, on the caller's thread. For a DeepFM's evaluation batch that is
+35-45 ms (bench/results/frameworks.md's model), paid inside the first batch.
+
+`made_now` asks TensorFlow's `Session::MakeCallable` directly, which builds
+them as it is called, without the GIL: a kept graph makes its callables on a
+thread while the program goes on building the rest of the graph (the saver)
+and restoring the checkpoint (warm_graphs). A session builds one set of
+executors at a time, so only work that is not another executor's build
+(Python, a running step) overlaps with it.
+
+A callable returns what `Session.run(fetches)` returns: the same structure,
+numpy values of the same types, None for an op, and an op's failure raised
+as `Session.run` raises it.
+"""
+
+from __future__ import annotations
+
+from concurrent import futures
+from typing import Any, Callable
+
+import tensorflow as tf
+from tensorflow.core.protobuf import config_pb2
+
+_LEAVES = (tf.Tensor, tf.Operation, tf.Variable, str)
+
+
+def made_now(session: tf.compat.v1.Session, fetches: Any) -> Callable[[], Any]:
+    """A callable running `fetches` (a structure of tensors, ops, variables or their names) in `session`, its
+    executors built now. A structure with anything else (a SparseTensor) gets `Session.make_callable`'s, built at
+    its first call."""
+    leaves = tf.nest.flatten(fetches)
+    if not all(isinstance(leaf, _LEAVES) for leaf in leaves):
+        return session.make_callable(fetches)
+    graph = session.graph
+    elements = [graph.as_graph_element(leaf, allow_tensor=True, allow_operation=True) for leaf in leaves]
+    names = list(dict.fromkeys(e.name for e in elements if isinstance(e, tf.Tensor)))  # each tensor once
+    options = config_pb2.CallableOptions(fetch=names, target=list(dict.fromkeys(
+        e.name for e in elements if isinstance(e, tf.Operation))))
+    handle = session._make_callable_from_options(options)  # pylint: disable=protected-access  (Session::MakeCallable)
+    where = [names.index(e.name) if isinstance(e, tf.Tensor) else None for e in elements]
+
+    def run():
+        # _do_call gives an op's failure the message and node Session.run gives it.
+        values = session._do_call(handle)  # pylint: disable=protected-access
+        return tf.nest.pack_sequence_as(fetches, [None if i is None else values[i] for i in where])
+
+    return run
+
+
+class Deferred:
+    """A callable still being made (on a thread): its first call waits for it."""
+
+    def __init__(self, making: "futures.Future[Callable[[], Any]]"):
+        self._making = making
+
+    def __call__(self):
+        return self._making.result()()
