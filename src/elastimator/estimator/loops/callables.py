@@ -20,7 +20,6 @@ as `Session.run` raises it.
 
 from __future__ import annotations
 
-from concurrent import futures
 from typing import Any, Callable
 
 import tensorflow as tf
@@ -31,9 +30,12 @@ _LEAVES = (tf.Tensor, tf.Operation, tf.Variable, str)
 
 def made_now(session: tf.compat.v1.Session, fetches: Any) -> Callable[[], Any]:
     """A callable running `fetches` (a structure of tensors, ops, variables or their names) in `session`, its
-    executors built now. A structure with anything else (a SparseTensor) gets `Session.make_callable`'s, built at
-    its first call."""
-    leaves = tf.nest.flatten(fetches)
+    executors built now. A structure with anything else (a SparseTensor), or one tf.nest does not take, gets
+    `Session.make_callable`'s, built at its first call."""
+    try:
+        leaves = tf.nest.flatten(fetches)
+    except (TypeError, ValueError):  # a structure tf.nest does not take (keys that do not sort): Session.run's
+        return session.make_callable(fetches)
     if not all(isinstance(leaf, _LEAVES) for leaf in leaves):
         return session.make_callable(fetches)
     graph = session.graph
@@ -41,22 +43,13 @@ def made_now(session: tf.compat.v1.Session, fetches: Any) -> Callable[[], Any]:
     names = list(dict.fromkeys(e.name for e in elements if isinstance(e, tf.Tensor)))  # each tensor once
     options = config_pb2.CallableOptions(fetch=names, target=list(dict.fromkeys(
         e.name for e in elements if isinstance(e, tf.Operation))))
-    handle = session._make_callable_from_options(options)  # pylint: disable=protected-access  (Session::MakeCallable)
+    # Session::MakeCallable; _do_call gives a failure to build the message and node Session.run gives it.
+    handle = session._do_call(session._make_callable_from_options, options)  # pylint: disable=protected-access
     where = [names.index(e.name) if isinstance(e, tf.Tensor) else None for e in elements]
 
     def run():
-        # _do_call gives an op's failure the message and node Session.run gives it.
         values = session._do_call(handle)  # pylint: disable=protected-access
         return tf.nest.pack_sequence_as(fetches, [None if i is None else values[i] for i in where])
 
     return run
 
-
-class Deferred:
-    """A callable still being made (on a thread): its first call waits for it."""
-
-    def __init__(self, making: "futures.Future[Callable[[], Any]]"):
-        self._making = making
-
-    def __call__(self):
-        return self._making.result()()

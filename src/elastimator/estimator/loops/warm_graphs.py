@@ -16,11 +16,11 @@ call of that mode, where nothing the model is built from changed, reuses them:
 - The checkpoint is restored into the kept session at every call (the newest,
   or the one asked for), and the local variables (metrics) are reset.
 - What each call runs (a batch, an evaluation's results) goes through a
-  callable made once with the session (`WarmGraph.runs`): TensorFlow builds a
-  callable's executors when it is made, which a `Session.make_callable` at
-  every call paid again (16 ms of a DeepFM's second evaluate, 0.142 s against
-  0.126). The first call makes them on a thread while its session restores the
-  checkpoint and starts the input (TensorFlow runs both without the GIL).
+  callable made once with the session (`WarmGraph.runs`), whose executors
+  TensorFlow builds as it is made (`callables.made_now`): the first call makes
+  them on a thread while the saver is built and the checkpoint restored, not
+  inside its first batch (35-45 ms of a DeepFM's). Its input was started as
+  the model was built (`early_input`).
 
 Only graphs whose calls would behave the same are kept: no hooks (the caller's,
 the spec's or an input's other than the dataset's own), no scaffold of the
@@ -267,23 +267,17 @@ def _open(session: tf.compat.v1.Session, scaffold, checkpoint: str, start_input:
     alone (`keep`): the checkpoint restored, then the local variables initialized; then its input started (unless
     `start_input` is None: started already). Returns the callables of `fetches`, which a thread makes meanwhile
     (`callables.made_now`)."""
-    first, *later = fetches
-    pool = futures.ThreadPoolExecutor(1, thread_name_prefix="elastimator-callables")
-    try:
-        made = pool.submit(callables.made_now, session, fetches[first])
-        scaffold.finalize()
-        scaffold.saver.restore(session, checkpoint)
-        session.run([scaffold.local_init_op] + ([start_input] if start_input is not None else []))
-        runs = {first: made.result()}
-        # The others (an evaluation's results) are made while the first runs: one executor build at a time.
-        runs.update((name, callables.Deferred(pool.submit(callables.made_now, session, fetches[name])))
-                    for name in later)
-        return runs
-    except BaseException:
-        session.close()
-        raise
-    finally:
-        pool.shutdown(wait=False)
+    with futures.ThreadPoolExecutor(1, thread_name_prefix="elastimator-callables") as pool:
+        made = pool.submit(lambda: {name: callables.made_now(session, what) for name, what in fetches.items()})
+        try:
+            scaffold.finalize()
+            scaffold.saver.restore(session, checkpoint)
+            session.run([scaffold.local_init_op] + ([start_input] if start_input is not None else []))
+            return made.result()
+        except BaseException:
+            futures.wait([made])  # nothing is made in the session as it closes
+            session.close()
+            raise
 
 
 def rest_training(estimator) -> None:

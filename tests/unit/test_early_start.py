@@ -1,0 +1,161 @@
+"""A kept graph starts sooner (estimator/loops/callables.py, early_input.py): its callables' executors are built when
+they are made, and its input starts while model_fn builds the model, where nothing of the program's runs twice."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import elastimator as est
+from elastimator.estimator.contract.mode_keys import ModeKeys
+from elastimator.estimator.graph import calls
+from elastimator.estimator.loops import callables, early_input
+from tests.helpers import linear_model_fn, train_input
+
+
+@pytest.fixture
+def graph():
+    with tf.Graph().as_default() as g:
+        yield g
+
+
+def test_a_callable_made_now_returns_what_session_run_returns(graph):
+    counter = tf.Variable(3, name="counter")
+    bumped = tf.Variable(0, name="bumped")
+    x = tf.constant([1.5, 2.5], name="x")
+    words = tf.constant([b"a", b"bc"])
+    bump = bumped.assign_add(1).op
+    fetches = {"x": x, "again": (x, "x:0"), "words": [words], "counter": counter, "bump": bump}
+    with tf.compat.v1.Session(graph=graph) as session:
+        session.run([counter.initializer, bumped.initializer])
+        made = callables.made_now(session, fetches)
+        expected = session.run(fetches)
+        got = made()
+        assert session.run(bumped) == 2  # the op ran in both
+    assert got.keys() == expected.keys() and got["bump"] is None and isinstance(got["again"], tuple)
+    for key in ("x", "counter"):
+        assert type(got[key]) is type(expected[key]) and np.array_equal(got[key], expected[key])
+    assert np.array_equal(got["again"][1], [1.5, 2.5]) and list(got["words"][0]) == [b"a", b"bc"]
+
+
+def test_a_callable_made_now_builds_its_executors_as_it_is_made(graph):
+    """A kernel that cannot be built fails the making, where Session.make_callable's fails at its first call."""
+    bad = tf.strings.as_string(tf.constant(1.5), scientific=True, shortest=True)
+    with tf.compat.v1.Session(graph=graph) as session:
+        lazy = session.make_callable(bad)  # builds nothing yet
+        with pytest.raises(tf.errors.InvalidArgumentError, match="scientific and shortest"):
+            callables.made_now(session, bad)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="scientific and shortest"):
+            lazy()
+
+
+def test_a_failing_op_raises_from_a_made_callable_as_from_session_run(graph):
+    get_next = tf.compat.v1.data.make_one_shot_iterator(tf.data.Dataset.range(1)).get_next()
+    with tf.compat.v1.Session(graph=graph) as session:
+        made = callables.made_now(session, get_next)
+        assert made() == 0
+        with pytest.raises(tf.errors.OutOfRangeError) as raised:
+            made()
+    assert raised.value.op is not None and raised.value.op.type == "IteratorGetNext"
+
+
+def test_a_sparse_fetch_is_run_as_session_run_runs_it(graph):
+    sparse = tf.sparse.SparseTensor(indices=[[0, 1]], values=[7], dense_shape=[2, 2])
+    with tf.compat.v1.Session(graph=graph) as session:
+        value = callables.made_now(session, {"s": sparse})()["s"]
+    assert value.indices.tolist() == [[0, 1]] and value.values.tolist() == [7]
+
+
+@pytest.mark.parametrize("make, calls_python", [
+    (lambda: tf.data.Dataset.range(4).map(lambda x: x * 2), False),
+    (lambda: tf.data.Dataset.range(4).map(lambda x: tf.py_function(lambda v: v, [x], tf.int64)), True),
+    (lambda: tf.data.Dataset.range(4).map(lambda x: tf.numpy_function(lambda v: v, [x], tf.int64)), True),
+    (lambda: tf.data.Dataset.from_generator(lambda: iter(range(3)), output_signature=tf.TensorSpec([], tf.int64)),
+     True),
+    (lambda: tf.data.Dataset.range(2).interleave(
+        lambda x: tf.data.Dataset.range(2).map(lambda y: tf.numpy_function(lambda v: v, [y], tf.int64))), True),
+], ids=["graph_ops", "py_function", "numpy_function", "from_generator", "nested_numpy_function"])
+def test_an_input_that_calls_python_is_seen_wherever_it_calls_it(graph, make, calls_python):
+    make()
+    assert early_input.runs_python(graph) is calls_python
+
+
+def _input(dataset_fn):
+    return calls.call_input_fn(dataset_fn, ModeKeys.PREDICT, {}, est.RunConfig())
+
+
+def test_an_input_started_early_is_read_from_its_first_element(graph):
+    result = _input(lambda: tf.data.Dataset.range(5).batch(2))
+    early = early_input.EarlyInput("", None)
+    early.on_input(result)
+    session, started = early.take(result.hooks[0].iterator)
+    try:
+        assert started
+        assert session.run(result.features).tolist() == [0, 1]  # no initializer run here: it was started
+    finally:
+        session.close()
+
+
+def test_an_input_that_calls_python_is_not_started_early(graph):
+    pulled = []
+
+    def pull(value):
+        pulled.append(int(value))
+        return value
+
+    result = _input(lambda: tf.data.Dataset.range(5).map(lambda x: tf.numpy_function(pull, [x], tf.int64)))
+    early = early_input.EarlyInput("", None)
+    early.on_input(result)
+    assert early.take(result.hooks[0].iterator) == (None, False) and pulled == []
+
+
+def test_an_early_start_that_fails_is_left_to_the_caller(graph):
+    """A dataset that needs a feed cannot start on its own: the caller's own start raises as it did before."""
+    values = tf.compat.v1.placeholder(tf.int64, [None])
+    result = _input(lambda: tf.data.Dataset.from_tensor_slices(values))
+    early = early_input.EarlyInput("", None)
+    early.on_input(result)
+    session, started = early.take(result.hooks[0].iterator)
+    try:
+        assert session is not None and not started
+        with pytest.raises(tf.errors.InvalidArgumentError, match="placeholder"):
+            session.run(result.hooks[0].iterator.initializer)
+    finally:
+        session.close()
+
+
+class ScaffoldInEval:
+    """A model_fn whose evaluation spec has a scaffold of its own: its graph is not kept (warm_graphs)."""
+
+    def __call__(self, features, labels, mode, params):
+        spec = linear_model_fn(features, labels, mode, params)
+        if mode != est.ModeKeys.EVAL:
+            return spec
+        return spec._replace(scaffold=tf.compat.v1.train.Scaffold())
+
+
+@pytest.mark.parametrize("model_fn", [linear_model_fn, ScaffoldInEval()], ids=["kept", "not_kept"])
+def test_an_evaluation_reads_every_example_once_whether_or_not_its_graph_is_kept(make_estimator, iris, model_fn):
+    """The examples an input pulls through Python are each pulled once per evaluation, and the metrics cover them
+    all, in a kept graph (started early where it could be) and in one built afresh after an early start."""
+    x, y = iris
+    pulled = []
+
+    def pull(index):
+        pulled.append(int(index))
+        return index
+
+    def python_input():
+        indices = tf.data.Dataset.range(len(x)).map(
+            lambda i: tf.ensure_shape(tf.numpy_function(pull, [i], tf.int64), []))
+        return indices.map(lambda i: ({"x": tf.gather(x, i)}, tf.gather(y, i))).batch(16)
+
+    def graph_input():
+        return tf.data.Dataset.from_tensor_slices(({"x": x}, y)).batch(16)
+
+    estimator = make_estimator(model_fn=model_fn)
+    estimator.train(train_input(x, y), steps=5)
+    from_python, from_graph = estimator.evaluate(python_input), estimator.evaluate(graph_input)
+    assert sorted(pulled) == list(range(len(x)))
+    assert from_python == pytest.approx(from_graph)
+    fresh = est.Estimator(model_fn, model_dir=estimator.model_dir, config=estimator.config.replace(reuse_graphs=False))
+    assert from_graph == pytest.approx(fresh.evaluate(graph_input))
