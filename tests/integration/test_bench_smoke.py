@@ -64,6 +64,21 @@ def test_frameworks_harness_runs_each_contender_in_its_own_process(tmp_path, mon
     sys.modules.pop("frameworks", None)
 
 
+@pytest.mark.slow
+def test_frameworks_against_a_revision_runs_that_code_beside_this(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
+    import frameworks
+
+    result = frameworks.main(["--skip-tf-estimator", "--only", "elastimator", "elastimator_before",
+                              "--against", "HEAD", "--batch-size", "16", "--steps", "6", "--warmup", "2",
+                              "--eval-batches", "2", "--runs", "1", "--out", str(tmp_path)])
+    assert set(result["medians"]) == {"elastimator", "elastimator_before"}
+    ratio = result["ratios"]["elastimator / elastimator_before eval_examples_per_sec"]
+    assert ratio["ratio"] > 0 and ratio["target"] == "-"
+    assert "| elastimator_before |" in (tmp_path / "frameworks.md").read_text()
+    sys.modules.pop("frameworks", None)
+
+
 def test_a_gpu_run_is_refused_where_tensorflow_sees_no_gpu(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))
     import frameworks
