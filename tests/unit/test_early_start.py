@@ -37,6 +37,23 @@ def test_a_callable_made_now_returns_what_session_run_returns(graph):
     assert np.array_equal(got["again"][1], [1.5, 2.5]) and list(got["words"][0]) == [b"a", b"bc"]
 
 
+@pytest.mark.parametrize("fetches_of", [
+    lambda x, y, op: {"zeta": x, "alpha": y, "op": op},  # a flat dict (a prediction's): packed directly
+    lambda x, y, op: x,
+    lambda x, y, op: op,
+    lambda x, y, op: [x, {"b": y, "a": (x, op)}],
+], ids=["flat_dict", "tensor", "op", "nested"])
+def test_a_made_callables_values_keep_session_runs_structure_and_order(graph, fetches_of):
+    x = tf.constant([1, 2], name="x")
+    y = tf.constant(3.5, name="y")
+    fetches = fetches_of(x, y, tf.no_op())
+    with tf.compat.v1.Session(graph=graph) as session:
+        got, expected = callables.made_now(session, fetches)(), session.run(fetches)
+    assert repr(tf.nest.map_structure(np.asarray, got)) == repr(tf.nest.map_structure(np.asarray, expected))
+    if isinstance(fetches, dict):
+        assert list(got) == list(expected) == ["zeta", "alpha", "op"]
+
+
 def test_a_callable_made_now_builds_its_executors_as_it_is_made(graph):
     """A kernel that cannot be built fails the making, where Session.make_callable's fails at its first call."""
     bad = tf.strings.as_string(tf.constant(1.5), scientific=True, shortest=True)

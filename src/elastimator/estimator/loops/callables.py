@@ -46,10 +46,24 @@ def made_now(session: tf.compat.v1.Session, fetches: Any) -> Callable[[], Any]:
     # Session::MakeCallable; _do_call gives a failure to build the message and node Session.run gives it.
     handle = session._do_call(session._make_callable_from_options, options)  # pylint: disable=protected-access
     where = [names.index(e.name) if isinstance(e, tf.Tensor) else None for e in elements]
+    pack = _packing(fetches, where)
+    return lambda: pack(session._do_call(handle))  # pylint: disable=protected-access
 
-    def run():
-        values = session._do_call(handle)  # pylint: disable=protected-access
-        return tf.nest.pack_sequence_as(fetches, [None if i is None else values[i] for i in where])
 
-    return run
+def _packing(fetches: Any, where: list[int | None]) -> Callable[[list], Any]:
+    """What makes `fetches`' structure of the callable's values (`where`: each leaf's value, None for an op's).
+    A leaf and a flat dict (a prediction's tensors) are packed directly: tf.nest took 50 us a call."""
+    if not tf.nest.is_nested(fetches):
+        index = where[0]
+        return lambda values: None if index is None else values[index]
+    if type(fetches) is dict and not any(tf.nest.is_nested(value) for value in fetches.values()):
+        by_key = list(zip(sorted(fetches), where))  # tf.nest's order of a dict's leaves: its sorted keys
+        order = list(fetches)
+
+        def pack_dict(values):
+            found = {key: None if index is None else values[index] for key, index in by_key}
+            return {key: found[key] for key in order}
+
+        return pack_dict
+    return lambda values: tf.nest.pack_sequence_as(fetches, [None if i is None else values[i] for i in where])
 
