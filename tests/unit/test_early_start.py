@@ -176,3 +176,44 @@ def test_an_evaluation_reads_every_example_once_whether_or_not_its_graph_is_kept
     assert from_python == pytest.approx(from_graph)
     fresh = est.Estimator(model_fn, model_dir=estimator.model_dir, config=estimator.config.replace(reuse_graphs=False))
     assert from_graph == pytest.approx(fresh.evaluate(graph_input))
+
+
+def test_an_input_that_reads_a_table_it_made_starts_after_the_tables_are_initialized(make_estimator, iris):
+    """A table made in input_fn is initialized with the model's local state (the scaffold's local init), after
+    which the input may start: its pipeline reads it from the first element."""
+    x, y = iris
+
+    def table_input():
+        table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(tf.constant([0, 1, 2], tf.int64), tf.constant([2, 0, 1])), -1)
+        data = tf.data.Dataset.from_tensor_slices(({"x": x}, y.astype(np.int64)))
+        return data.map(lambda features, label: (features, table.lookup(label))).batch(16)
+
+    estimator = make_estimator()
+    estimator.train(train_input(x, y), steps=5)
+    first, second = estimator.evaluate(table_input), estimator.evaluate(table_input)
+    fresh = est.Estimator(linear_model_fn, model_dir=estimator.model_dir,
+                          config=estimator.config.replace(reuse_graphs=False))
+    assert first == pytest.approx(fresh.evaluate(table_input)) and second == pytest.approx(first)
+    for _ in range(2):  # prediction's kept graphs refuse the same input
+        got = [p["classes"] for p in estimator.predict(table_input)]
+        assert got == [p["classes"] for p in fresh.predict(table_input)] and len(got) == len(x)
+
+
+def test_a_kept_graph_whose_next_input_reads_a_table_it_made_builds_afresh(make_estimator, iris):
+    """The first call's input made no table, the next one's does: that call builds its graph afresh."""
+    x, y = iris
+    calls_made = []
+
+    def input_fn():
+        data = tf.data.Dataset.from_tensor_slices(({"x": x}, y.astype(np.int64)))
+        calls_made.append(1)
+        if len(calls_made) > 1:
+            keys = tf.constant([0, 1, 2], tf.int64)
+            table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(keys, keys), tf.constant(-1, tf.int64))
+            data = data.map(lambda features, label: (features, table.lookup(label)))  # the same element spec
+        return data.batch(16)
+
+    estimator = make_estimator()
+    estimator.train(train_input(x, y), steps=5)
+    assert estimator.evaluate(input_fn) == pytest.approx(estimator.evaluate(input_fn))

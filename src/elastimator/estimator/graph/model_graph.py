@@ -143,7 +143,7 @@ def build(
     them). `place_on_cluster=False` ignores the cluster's device placement
     (export runs in a local session). `on_input` is given what `input_fn`
     made, before `model_fn` is called (a kept graph starts its input then:
-    `warm_graphs.EarlyInput`).
+    `early_input.EarlyInput`).
     """
     long_lived.freeze_once()  # what exists before the first graph stays out of the collector's full passes
     with seeded(config.tf_random_seed):

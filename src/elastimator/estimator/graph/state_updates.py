@@ -18,6 +18,18 @@ _ASSIGN_TYPES = frozenset({
     "Assign", "AssignAdd", "AssignSub",
 })
 _HANDLE_TYPES = frozenset({"VarHandleOp", "VariableV2", "Variable"})
+STATE_MAKERS = _HANDLE_TYPES | frozenset({
+    "HashTable", "HashTableV2", "MutableHashTable", "MutableHashTableV2", "MutableHashTableOfTensors",
+    "MutableHashTableOfTensorsV2", "MutableDenseHashTable", "MutableDenseHashTableV2", "AnonymousHashTable",
+    "AnonymousMutableHashTable", "AnonymousMutableHashTableOfTensors", "AnonymousMutableDenseHashTable",
+})
+"""Ops that make a variable or a table: state a session initializes (or restores) before anything reads it."""
+
+
+def reads_state(op: tf.Operation) -> bool:
+    """Whether running `op` reads a variable or table: one of the ops it runs makes one (`STATE_MAKERS`). For an
+    input pipeline's start (its iterator's initializer): a table or variable its input_fn made."""
+    return any(ancestor.type in STATE_MAKERS for ancestor in ancestors([op]))
 
 
 def ancestors(roots: Iterable[tf.Operation | tf.Tensor]) -> set[tf.Operation]:

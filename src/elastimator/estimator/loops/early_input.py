@@ -13,7 +13,9 @@ Only an input that runs no Python of the program's starts early (no
 or ops): where the call then does not keep the graph (a hook or scaffold of
 the model's, `warm_graphs.Reuse.keep`), this session is closed and the call's
 own session starts the input from its beginning, as it did before, with
-nothing of the program's run twice.
+nothing of the program's run twice. Nor does an input that made a table or
+variable (a vocabulary looked up in its pipeline): those are initialized with
+the model's local state, once the model is built, and the input starts after.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from concurrent import futures
 import tensorflow as tf
 
 from elastimator import tensorflow_import
-from elastimator.estimator.graph import calls
+from elastimator.estimator.graph import calls, state_updates
 
 _PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc", "GeneratorDataset"})
 
@@ -45,7 +47,7 @@ class EarlyInput:
         if self._master or len(hooks) != 1 or not isinstance(hooks[0], calls.DatasetInitializerHook):
             return
         graph = tf.compat.v1.get_default_graph()
-        if hooks[0].dataset is None or runs_python(graph):
+        if hooks[0].dataset is None or runs_python(graph) or state_updates.reads_state(hooks[0].iterator.initializer):
             return
         with tensorflow_import.quiet_first_session():
             self._session = tf.compat.v1.Session(self._master, graph=graph, config=self._session_config)

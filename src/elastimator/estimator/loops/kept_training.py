@@ -46,7 +46,7 @@ import tensorflow as tf
 
 from elastimator.embedding import eviction as embedding_eviction
 from elastimator.estimator.contract.mode_keys import ModeKeys
-from elastimator.estimator.graph import calls, model_graph
+from elastimator.estimator.graph import calls, model_graph, state_updates
 from elastimator.estimator.loops import warm_graphs
 from elastimator.estimator.saving import checkpoints
 
@@ -57,10 +57,6 @@ _STATE = (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_
           tf.compat.v1.GraphKeys.TABLE_INITIALIZERS, tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS,
           tf.compat.v1.GraphKeys.RESOURCES)
 """The collections whose growth during the hooks' `begin` means a kept session would lack what they add."""
-_STATE_MAKERS = frozenset({"HashTable", "HashTableV2", "MutableHashTable", "MutableHashTableV2",
-                           "MutableHashTableOfTensors", "MutableHashTableOfTensorsV2", "MutableDenseHashTable",
-                           "MutableDenseHashTableV2", "VarHandleOp", "VariableV2", "Variable"})
-"""Ops that make a table or variable: an input pipeline that uses one made it in its input_fn."""
 
 
 class Rebuild(Exception):
@@ -94,13 +90,13 @@ def keepable(parts: TrainingParts, model_hooks: list, seed: int | None) -> bool:
         return False
     if not warm_graphs.plain_input(built) or embedding_eviction.eviction_listeners(tf.compat.v1.get_default_graph()):
         return False
-    input_ops = _input_ops(built.input_hooks[0].iterator.initializer)
-    if _variable_bytes() > MAX_KEPT_BYTES or any(op.type in _STATE_MAKERS for op in input_ops):
-        return False  # (an input_fn that makes a table would make another each call, never initialized)
+    initializer = built.input_hooks[0].iterator.initializer
+    if _variable_bytes() > MAX_KEPT_BYTES or state_updates.reads_state(initializer):
+        return False
     if seed is None:
         return True
     step_draws = warm_graphs.reach([parts.step.train_op, parts.step.loss]).draws_random_numbers
-    return not (step_draws or _random_input(input_ops))
+    return not (step_draws or _random_input(state_updates.ancestors([initializer])))
 
 
 def _variable_bytes() -> float:
@@ -112,17 +108,6 @@ def _variable_bytes() -> float:
             return float("inf")
         total += elements * variable.dtype.base_dtype.size
     return total
-
-
-def _input_ops(initializer: tf.Operation) -> list[tf.Operation]:
-    """The ops an iterator's initializer runs: its dataset's pipeline."""
-    seen, stack = set(), [initializer]
-    while stack:
-        op = stack.pop()
-        if op not in seen:
-            seen.add(op)
-            stack.extend([*op.control_inputs, *(t.op for t in op.inputs)])
-    return list(seen)
 
 
 def _random_input(ops) -> bool:
@@ -152,7 +137,8 @@ def start(reuse: warm_graphs.Reuse, input_fn: Callable, wants: Callable[[Trainin
     try:
         before = state_of(graph)
         begin = warm_graphs.input_begin(warm, reuse.estimator, input_fn)
-        if begin is not None and state_of(graph) == before and not (seeded and _random_input(_input_ops(begin))):
+        random = begin is not None and seeded and _random_input(state_updates.ancestors([begin]))
+        if begin is not None and state_of(graph) == before and not random:
             if warm.reset is None:
                 with graph.as_default():
                     warm.reset = tf.compat.v1.local_variables_initializer()

@@ -51,7 +51,7 @@ from tensorflow.python.framework import op_def_registry  # is an op type statefu
 from elastimator import tensorflow_import
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.run_config import RunConfig
-from elastimator.estimator.graph import calls, model_graph
+from elastimator.estimator.graph import calls, model_graph, state_updates
 from elastimator.estimator.loops import callables, early_input
 
 MAX_CALLS = 64
@@ -322,15 +322,18 @@ def batches(warm: WarmGraph, name: str) -> Iterator:
 
 def input_begin(warm: WarmGraph, estimator, input_fn: Callable) -> tf.Operation | None:
     """Calls `input_fn` in `warm`'s graph (the caller has opened it) as a fresh graph of its mode would call it:
-    what starts the kept iterator on its dataset, or None when that yields something else than the kept one did.
-    `warm.release` then frees that dataset."""
+    what starts the kept iterator on its dataset, or None when that yields something else than the kept one did
+    or reads a table or variable it made (`state_updates.reads_state`). `warm.release` then frees that dataset."""
     config = estimator.config
     with warm.graph.as_default(), model_graph.seeded(config.tf_random_seed):
         result = calls.input_fn_result(input_fn, warm.mode, estimator._params_for(warm.mode), config)  # pylint: disable=protected-access
         if not (isinstance(result, tf.data.Dataset) and result.element_spec == warm.iterator.element_spec):
             return None
+        begin = calls.start_on(warm.iterator, result)
+        if state_updates.reads_state(begin):
+            return None
         warm.release = calls.start_on(warm.iterator, result.take(0))
-        return calls.start_on(warm.iterator, result)
+        return begin
 
 
 def _start(warm: WarmGraph, estimator, input_fn: Callable, checkpoint: str) -> bool:
@@ -376,10 +379,12 @@ def _closed(session: tf.compat.v1.Session) -> bool:
 
 def _keepable(built, other_hooks: Iterable, master: str) -> bool:
     """Whether a built graph's later calls would behave as fresh ones: no hooks but the dataset's own, no scaffold
-    of the model's, one device, a local session."""
+    of the model's, one device, a local session, an input that reads no state it made."""
     if master or built.replicas > 1 or built.spec.scaffold is not None or list(other_hooks):
         return False
-    return plain_input(built)
+    # An input that reads a table or variable its input_fn made: the next call would make another, which nothing
+    # initializes.
+    return plain_input(built) and not state_updates.reads_state(built.input_hooks[0].iterator.initializer)
 
 
 def plain_input(built) -> bool:
