@@ -24,7 +24,9 @@ call of that mode, where nothing the model is built from changed, reuses them:
 
 Only graphs whose calls would behave the same are kept: no hooks (the caller's,
 the spec's or an input's other than the dataset's own), no scaffold of the
-model's, one device and a local session, a checkpoint to restore, an estimator
+model's, an input that reads no table or variable its input_fn made (the next
+call's input_fn makes another, which nothing would initialize), one device and
+a local session, a checkpoint to restore, an estimator
 whose graphs come from its `model_fn` (a subclass that builds them through
 `_call_model_fn`, as AdaNet does, builds afresh), and, when `tf_random_seed` is
 set, no stateful random op among what the calls run (a fresh graph would draw
