@@ -9,6 +9,7 @@ import elastimator as est
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.graph import calls
 from elastimator.estimator.loops import callables, early_input
+from elastimator.inputs import python_source
 from tests.helpers import linear_model_fn, train_input
 
 
@@ -93,7 +94,7 @@ def test_a_sparse_fetch_is_run_as_session_run_runs_it(graph):
 ], ids=["graph_ops", "py_function", "numpy_function", "from_generator", "nested_numpy_function"])
 def test_an_input_that_calls_python_is_seen_wherever_it_calls_it(graph, make, calls_python):
     make()
-    assert early_input.runs_python(graph) is calls_python
+    assert python_source.calls_python(graph) is calls_python
 
 
 def _input(dataset_fn):

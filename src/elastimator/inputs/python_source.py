@@ -23,7 +23,7 @@ import functools
 import itertools
 import logging
 import os
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import tensorflow as tf
@@ -126,15 +126,31 @@ def warn_about_generator_datasets(graph: tf.Graph) -> None:
     global _warned
     if _warned or not _pins_mmap_threshold():
         return
-    # The graph's functions only: as_graph_def() would copy every constant (a dataset's arrays) on each call.
-    definitions = [getattr(f, "definition", None) for f in getattr(graph, "_functions", {}).values()]
-    if any(node.op == "GeneratorDataset" for d in definitions if d is not None for node in d.node_def):
+    if any(node.op == "GeneratorDataset" for node in _function_nodes(graph)):
         _warned = True
         logger.warning(
             "The input_fn uses tf.data.Dataset.from_generator. TensorFlow builds it with glibc's mmap threshold "
             "fixed at 128 KiB for this whole process, so every larger tensor is allocated afresh each step (a "
             "DeepFM step took 1.6x as long). elastimator.inputs.from_python(generator_fn, output_signature) "
             "yields the same elements without that.")
+
+
+_PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc", "GeneratorDataset"})
+"""py_function, numpy_function (and from_python), from_generator."""
+
+
+def calls_python(graph: tf.Graph) -> bool:
+    """Whether `graph`'s ops or functions call Python (a py_function, numpy_function or from_generator)."""
+    if any(op.type in _PYTHON_OPS for op in graph.get_operations()):
+        return True
+    return any(node.op in _PYTHON_OPS for node in _function_nodes(graph))
+
+
+def _function_nodes(graph: tf.Graph) -> Iterator:
+    """The nodes of `graph`'s functions (a dataset's map functions among them)."""
+    # The graph's functions only: as_graph_def() would copy every constant (a dataset's arrays) on each call.
+    definitions = [getattr(f, "definition", None) for f in getattr(graph, "_functions", {}).values()]
+    return (node for d in definitions if d is not None for node in d.node_def)
 
 
 @functools.cache

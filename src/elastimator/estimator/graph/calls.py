@@ -90,6 +90,12 @@ class DatasetInitializerHook(tf.compat.v1.train.SessionRunHook):
         session.run(self._initializer)
 
 
+def plain_dataset(hooks) -> bool:
+    """Whether an input's `hooks` are one dataset's iterator, started by its hook alone (a kept graph starts it on
+    each call's dataset)."""
+    return len(hooks) == 1 and isinstance(hooks[0], DatasetInitializerHook) and hooks[0].dataset is not None
+
+
 def start_on(iterator, dataset: tf.data.Dataset) -> tf.Operation:
     """What starts `iterator` on `dataset` (of the same element spec): `make_initializer`, without the deprecation
     warnings TensorFlow's own use of the iterator's old properties logs."""

@@ -29,7 +29,12 @@ STATE_MAKERS = _HANDLE_TYPES | frozenset({
 def reads_state(op: tf.Operation) -> bool:
     """Whether running `op` reads a variable or table: one of the ops it runs makes one (`STATE_MAKERS`). For an
     input pipeline's start (its iterator's initializer): a table or variable its input_fn made."""
-    return any(ancestor.type in STATE_MAKERS for ancestor in ancestors([op]))
+    return makes_state(ancestors([op]))
+
+
+def makes_state(ops: Iterable[tf.Operation]) -> bool:
+    """Whether any of `ops` makes a variable or table (`STATE_MAKERS`)."""
+    return any(op.type in STATE_MAKERS for op in ops)
 
 
 def ancestors(roots: Iterable[tf.Operation | tf.Tensor]) -> set[tf.Operation]:

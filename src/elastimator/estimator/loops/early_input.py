@@ -27,8 +27,7 @@ import tensorflow as tf
 
 from elastimator import tensorflow_import
 from elastimator.estimator.graph import calls, state_updates
-
-_PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc", "GeneratorDataset"})
+from elastimator.inputs import python_source
 
 
 class EarlyInput:
@@ -44,10 +43,10 @@ class EarlyInput:
         """Makes the session and starts the input on a thread, where the input is one dataset's iterator that runs
         no Python, in a local session."""
         hooks = result.hooks
-        if self._master or len(hooks) != 1 or not isinstance(hooks[0], calls.DatasetInitializerHook):
+        if self._master or not calls.plain_dataset(hooks) or state_updates.reads_state(hooks[0].iterator.initializer):
             return
         graph = tf.compat.v1.get_default_graph()
-        if hooks[0].dataset is None or runs_python(graph) or state_updates.reads_state(hooks[0].iterator.initializer):
+        if python_source.calls_python(graph):
             return
         with tensorflow_import.quiet_first_session():
             self._session = tf.compat.v1.Session(self._master, graph=graph, config=self._session_config)
@@ -81,12 +80,3 @@ def _close_when_started(session, started: futures.Future | None) -> None:
         session.close()
 
     threading.Thread(target=close, name="elastimator-close-early-input").start()
-
-
-def runs_python(graph: tf.Graph) -> bool:
-    """Whether `graph`'s ops or functions call Python (a py_function, numpy_function or from_generator)."""
-    if any(op.type in _PYTHON_OPS for op in graph.get_operations()):
-        return True
-    # The graph's functions only: as_graph_def() would copy every constant (a dataset's arrays).
-    definitions = [getattr(f, "definition", None) for f in getattr(graph, "_functions", {}).values()]
-    return any(node.op in _PYTHON_OPS for d in definitions if d is not None for node in d.node_def)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 from typing import Callable, Mapping, Sequence
@@ -99,7 +98,7 @@ def evaluate(
 def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse) -> tuple[dict, int]:
     """Builds the evaluation graph and runs it in a monitored session, or keeps it (`warm_graphs`)."""
     config = estimator.config
-    starting = reuse.early_input(config.evaluation_master) if reuse else contextlib.nullcontext()
+    starting = warm_graphs.early_input_for(reuse, config.evaluation_master)
     with tf.Graph().as_default() as graph, starting as early:
         strategy = config.eval_distribute
         if replicas.replicas_of(strategy) > 1:

@@ -90,13 +90,13 @@ def keepable(parts: TrainingParts, model_hooks: list, seed: int | None) -> bool:
         return False
     if not warm_graphs.plain_input(built) or embedding_eviction.eviction_listeners(tf.compat.v1.get_default_graph()):
         return False
-    initializer = built.input_hooks[0].iterator.initializer
-    if _variable_bytes() > MAX_KEPT_BYTES or state_updates.reads_state(initializer):
-        return False
+    input_ops = state_updates.ancestors([built.input_hooks[0].iterator.initializer])
+    if _variable_bytes() > MAX_KEPT_BYTES or state_updates.makes_state(input_ops):
+        return False  # (an input_fn that makes a table would make another each call, never initialized)
     if seed is None:
         return True
     step_draws = warm_graphs.reach([parts.step.train_op, parts.step.loss]).draws_random_numbers
-    return not (step_draws or _random_input(state_updates.ancestors([initializer])))
+    return not (step_draws or _random_input(input_ops))
 
 
 def _variable_bytes() -> float:

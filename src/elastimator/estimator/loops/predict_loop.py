@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from typing import Callable, Iterator, Sequence
 
 import tensorflow as tf
@@ -88,7 +87,7 @@ def _examples(batch) -> Iterator:
 def _batches_afresh(estimator, input_fn, predict_keys, user_hooks, checkpoint, reuse) -> Iterator:
     """Builds the prediction graph and yields its batches from a monitored session, or keeps it (`warm_graphs`)."""
     config = estimator.config
-    starting = reuse.early_input(config.master) if reuse else contextlib.nullcontext()
+    starting = warm_graphs.early_input_for(reuse, config.master)
     with tf.Graph().as_default(), starting as early:
         built = model_graph.build_for(estimator, ModeKeys.PREDICT, input_fn,
                                       on_input=early.on_input if early else None)

@@ -228,12 +228,6 @@ class Reuse:
             return warm
         return None
 
-    def early_input(self, master: str) -> contextlib.AbstractContextManager[early_input.EarlyInput]:
-        """What starts the input of a graph this call builds (for a session at `master`) while its model is built
-        (`early_input`), for `keep`; its session is closed on leaving unless `keep` took it."""
-        config = self.estimator.config
-        return contextlib.closing(early_input.EarlyInput(master, config.effective_session_config()))
-
     def keep(self, built, scaffold, checkpoint: str, master: str, fetches: Mapping[str, Any],
              other_hooks: Iterable, early: early_input.EarlyInput | None = None) -> WarmGraph | None:
         """Keeps the graph a call just built (its session not made yet, or made by `early`), if the next call can
@@ -261,6 +255,16 @@ class Reuse:
         return WarmGraph(mode=self.mode, key=self.key, graph=graph, session=session, iterator=iterator,
                          saver=scaffold.saver, reset=reset, release=release, fetches=dict(fetches), runs=runs,
                          writes_model=reached.writes_model, restored=stamp(checkpoint))
+
+
+def early_input_for(reuse: Reuse | None, master: str) -> contextlib.AbstractContextManager:
+    """What starts the input of a graph a call builds (for a session at `master`) while its model is built, for
+    `Reuse.keep`: an `early_input.EarlyInput` whose session is closed on leaving unless `keep` took it; None where
+    the call keeps nothing (`reuse` None)."""
+    if reuse is None:
+        return contextlib.nullcontext()
+    config = reuse.estimator.config
+    return contextlib.closing(early_input.EarlyInput(master, config.effective_session_config()))
 
 
 def _open(session: tf.compat.v1.Session, scaffold, checkpoint: str, start_input: tf.Operation | None,
@@ -390,10 +394,8 @@ def _keepable(built, other_hooks: Iterable, master: str) -> bool:
 
 
 def plain_input(built) -> bool:
-    """Whether a built graph's input is one dataset's iterator, started by its hook alone (a kept graph starts it
-    on each call's dataset)."""
-    hooks = built.input_hooks
-    return len(hooks) == 1 and isinstance(hooks[0], calls.DatasetInitializerHook) and hooks[0].dataset is not None
+    """Whether a built graph's input is one dataset's iterator, started by its hook alone (`calls.plain_dataset`)."""
+    return calls.plain_dataset(built.input_hooks)
 
 
 def _same(a: tuple, b: tuple) -> bool:
