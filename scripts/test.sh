@@ -12,8 +12,9 @@ bash scripts/setup.sh
 # tests/integration/test_deepctr.py). They pin TensorFlow releases before 2.16, hence --no-deps; what they import
 # besides TensorFlow comes on the second line.
 .venv/bin/python -m pip install --quiet --no-deps deepctr==0.9.4 tensorflow-ranking==0.5.5 adanet==0.9.0 \
-  tensorflow-gan==2.1.0 pai-easy-rec==0.7.1 tensorflow-hub==0.16.1
-.venv/bin/python -m pip install --quiet "tensorflow-probability==0.25.*" "future>=1.0"
+  tensorflow-gan==2.1.0 pai-easy-rec==0.7.1 tensorflow-hub==0.16.1 neural-structured-learning==1.4.0 \
+  tensorflow-lattice==2.0.13 mesh-tensorflow==0.1.21
+.venv/bin/python -m pip install --quiet "tensorflow-probability==0.25.*" "future>=1.0" "gin-config>=0.5"
 SMOKE_TF=${SMOKE_TF-2.16}
 prepare_log=${TMPDIR:-/tmp}/elastimator-smoke-prepare.log
 if [ $# -eq 0 ] && [ -n "$SMOKE_TF" ]; then
