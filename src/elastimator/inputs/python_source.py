@@ -135,17 +135,6 @@ def warn_about_generator_datasets(graph: tf.Graph) -> None:
             "yields the same elements without that.")
 
 
-_PYTHON_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc", "GeneratorDataset"})
-"""py_function, numpy_function (and from_python), from_generator."""
-
-
-def calls_python(graph: tf.Graph) -> bool:
-    """Whether `graph`'s ops or functions call Python (a py_function, numpy_function or from_generator)."""
-    if any(op.type in _PYTHON_OPS for op in graph.get_operations()):
-        return True
-    return any(node.op in _PYTHON_OPS for node in _function_nodes(graph))
-
-
 def _function_nodes(graph: tf.Graph) -> Iterator:
     """The nodes of `graph`'s functions (a dataset's map functions among them)."""
     # The graph's functions only: as_graph_def() would copy every constant (a dataset's arrays) on each call.

@@ -101,12 +101,11 @@ def metrics_with_loss(spec: EstimatorSpec) -> dict:
     return metrics
 
 
-def build_for(estimator, mode: str, input_fn: Callable,
-              on_input: Callable[[calls.InputResult], None] | None = None) -> ModelGraph:
+def build_for(estimator, mode: str, input_fn: Callable) -> ModelGraph:
     """Builds an Estimator's model for `mode` over its `input_fn` (both get the params of that mode)."""
     params = estimator._params_for(mode)  # pylint: disable=protected-access
     return build(model_fn=model_fn_of(estimator), params=params, config=estimator.config, mode=mode,
-                 input_fn=input_fn, on_input=on_input)
+                 input_fn=input_fn)
 
 
 def model_fn_of(estimator) -> Callable:
@@ -134,23 +133,20 @@ def build(
     features: Any = None,
     labels: Any = None,
     place_on_cluster: bool = True,
-    on_input: Callable[[calls.InputResult], None] | None = None,
 ) -> ModelGraph:
     """Builds the model into the default graph.
 
     Either `input_fn` is called (training, evaluation, prediction) or the
     given `features`/`labels` are used (export, where a serving receiver made
     them). `place_on_cluster=False` ignores the cluster's device placement
-    (export runs in a local session). `on_input` is given what `input_fn`
-    made, before `model_fn` is called (a kept graph starts its input then:
-    `early_input.EarlyInput`).
+    (export runs in a local session).
     """
     long_lived.freeze_once()  # what exists before the first graph stays out of the collector's full passes
     with seeded(config.tf_random_seed):
-        return _build(model_fn, params, config, mode, input_fn, features, labels, place_on_cluster, on_input)
+        return _build(model_fn, params, config, mode, input_fn, features, labels, place_on_cluster)
 
 
-def _build(model_fn, params, config, mode, input_fn, features, labels, place_on_cluster, on_input) -> ModelGraph:
+def _build(model_fn, params, config, mode, input_fn, features, labels, place_on_cluster) -> ModelGraph:
     graph = tf.compat.v1.get_default_graph()
     device_fn = config.effective_device_fn() if place_on_cluster else None
     on_devices = lambda: tf.compat.v1.device(device_fn) if device_fn else contextlib.nullcontext()  # noqa: E731
@@ -162,8 +158,6 @@ def _build(model_fn, params, config, mode, input_fn, features, labels, place_on_
     if input_fn is not None:
         result = calls.call_input_fn(input_fn, mode, params or {}, config)
         features, labels, input_hooks, step_outputs = result.features, result.labels, result.hooks, result.step_outputs
-        if on_input is not None:
-            on_input(result)
     model_start = state_updates.last_op_id(graph)
     num_ps = config.num_ps_replicas if device_fn is not None and config.cluster.is_distributed else 0
     with on_devices(), fused_updates.fused_sparse_adam(config.fuse_sparse_updates), \

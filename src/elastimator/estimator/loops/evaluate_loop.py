@@ -98,14 +98,12 @@ def evaluate(
 def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse) -> tuple[dict, int]:
     """Builds the evaluation graph and runs it in a monitored session, or keeps it (`warm_graphs`)."""
     config = estimator.config
-    starting = warm_graphs.early_input_for(reuse, config.evaluation_master)
-    with tf.Graph().as_default() as graph, starting as early:
+    with tf.Graph().as_default() as graph:
         strategy = config.eval_distribute
         if replicas.replicas_of(strategy) > 1:
             built = replicas.build_for(estimator, ModeKeys.EVAL, input_fn, strategy)
         else:
-            built = model_graph.build_for(estimator, ModeKeys.EVAL, input_fn,
-                                           on_input=early.on_input if early else None)
+            built = model_graph.build_for(estimator, ModeKeys.EVAL, input_fn)
         spec = built.spec
         # Over replicas, the loss metric is already among them (made in each replica).
         metrics = model_graph.metrics_with_loss(spec)
@@ -116,7 +114,7 @@ def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse) 
         scaffold = sessions.evaluation_scaffold(spec, config)
         fetches = {"batch": update, "results": (values, eval_step)}
         warm = reuse.keep(built, scaffold, checkpoint, config.evaluation_master, fetches,
-                          spec.evaluation_hooks, early) if reuse else None
+                          spec.evaluation_hooks) if reuse else None
         if warm is not None:
             return _evaluate_kept(reuse.graphs, warm, steps)
         final, counted = tf.compat.v1.train.FinalOpsHook(values), tf.compat.v1.train.FinalOpsHook(eval_step)

@@ -87,14 +87,12 @@ def _examples(batch) -> Iterator:
 def _batches_afresh(estimator, input_fn, predict_keys, user_hooks, checkpoint, reuse) -> Iterator:
     """Builds the prediction graph and yields its batches from a monitored session, or keeps it (`warm_graphs`)."""
     config = estimator.config
-    starting = warm_graphs.early_input_for(reuse, config.master)
-    with tf.Graph().as_default(), starting as early:
-        built = model_graph.build_for(estimator, ModeKeys.PREDICT, input_fn,
-                                      on_input=early.on_input if early else None)
+    with tf.Graph().as_default():
+        built = model_graph.build_for(estimator, ModeKeys.PREDICT, input_fn)
         predictions = select(built.spec.predictions, predict_keys)
         scaffold = sessions.make_scaffold(built.spec, config, ready_once_made=True)
         warm = reuse.keep(built, scaffold, checkpoint, config.master, {"batch": predictions},
-                          built.spec.prediction_hooks, early) if reuse else None
+                          built.spec.prediction_hooks) if reuse else None
         if warm is not None:
             yield from _kept_batches(reuse.graphs, warm)
             return

@@ -18,9 +18,16 @@ call of that mode, where nothing the model is built from changed, reuses them:
 - What each call runs (a batch, an evaluation's results) goes through a
   callable made once with the session (`WarmGraph.runs`), whose executors
   TensorFlow builds as it is made (`callables.made_now`): the first call makes
-  them on a thread while the saver is built and the checkpoint restored, not
-  inside its first batch (35-45 ms of a DeepFM's). Its input was started as
-  the model was built (`early_input`).
+  them on a thread while the checkpoint is restored, not inside its first
+  batch.
+
+No session sees a graph before it is whole. TensorFlow marks an op that becomes
+another's control input (`tf.group`, `tf.control_dependencies`) by setting an
+attribute on it; where a session has already run the op, that is a mutation
+TensorFlow warns about (`c_api.cc: ... was changed by setting attribute after it
+was run by a session`) and will refuse. A kept graph's scaffold, resets and
+input release are built, and the graph finalized, before its session is made;
+a later call adds only its input pipeline's new ops.
 
 Only graphs whose calls would behave the same are kept: no hooks (the caller's,
 the spec's or an input's other than the dataset's own), no scaffold of the
@@ -54,7 +61,7 @@ from elastimator import tensorflow_import
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.run_config import RunConfig
 from elastimator.estimator.graph import calls, model_graph, state_updates
-from elastimator.estimator.loops import callables, early_input
+from elastimator.estimator.loops import callables
 
 MAX_CALLS = 64
 """Calls a kept graph serves before it is built afresh (each adds its input pipeline's ops)."""
@@ -229,56 +236,42 @@ class Reuse:
         return None
 
     def keep(self, built, scaffold, checkpoint: str, master: str, fetches: Mapping[str, Any],
-             other_hooks: Iterable, early: early_input.EarlyInput | None = None) -> WarmGraph | None:
-        """Keeps the graph a call just built (its session not made yet, or made by `early`), if the next call can
-        reuse it: its session made, the checkpoint restored, the input started, and a callable made of each of
-        `fetches` (name -> what every call runs). None where it cannot; the call then runs it as 2.15 did.
+             other_hooks: Iterable) -> WarmGraph | None:
+        """Keeps the graph a call just built (no session made on it yet), if the next call can reuse it: the graph
+        completed and finalized, its session made, the checkpoint restored, the input started, and a callable made
+        of each of `fetches` (name -> what every call runs). None where it cannot; the call then runs it as 2.15
+        did.
 
         `scaffold` is `sessions.make_scaffold(..., ready_once_made=True)`'s: a kept graph has no scaffold of the
         model's, so its readiness checks are left out wherever they cannot fail.
         """
         reached = reach(fetches) if _keepable(built, other_hooks, master) else None
         if reached is None or (self.estimator.config.tf_random_seed is not None and reached.draws_random_numbers):
-            if early is not None:
-                early.close()  # now, not when the call that builds afresh ends
             return None
         graph = tf.compat.v1.get_default_graph()
         reset = tf.compat.v1.local_variables_initializer()
         iterator = built.input_hooks[0].iterator
         release = calls.start_on(iterator, built.input_hooks[0].dataset.take(0))
-        session, started = early.take(iterator) if early is not None else (None, False)
-        if session is None:
-            with tensorflow_import.quiet_first_session():
-                session = tf.compat.v1.Session(master, graph=graph,
-                                               config=self.estimator.config.effective_session_config())
-        runs = _open(session, scaffold, checkpoint, None if started else iterator.initializer, fetches)
+        scaffold.finalize()  # the saver and init ops: the graph's last ops, and it is finalized
+        with tensorflow_import.quiet_first_session():
+            session = tf.compat.v1.Session(master, graph=graph, config=self.estimator.config.effective_session_config())
+        runs = _open(session, scaffold, checkpoint, iterator.initializer, fetches)
         return WarmGraph(mode=self.mode, key=self.key, graph=graph, session=session, iterator=iterator,
                          saver=scaffold.saver, reset=reset, release=release, fetches=dict(fetches), runs=runs,
                          writes_model=reached.writes_model, restored=stamp(checkpoint))
 
 
-def early_input_for(reuse: Reuse | None, master: str) -> contextlib.AbstractContextManager:
-    """What starts the input of a graph a call builds (for a session at `master`) while its model is built, for
-    `Reuse.keep`: an `early_input.EarlyInput` whose session is closed on leaving unless `keep` took it; None where
-    the call keeps nothing (`reuse` None)."""
-    if reuse is None:
-        return contextlib.nullcontext()
-    config = reuse.estimator.config
-    return contextlib.closing(early_input.EarlyInput(master, config.effective_session_config()))
-
-
-def _open(session: tf.compat.v1.Session, scaffold, checkpoint: str, start_input: tf.Operation | None,
+def _open(session: tf.compat.v1.Session, scaffold, checkpoint: str, start_input: tf.Operation,
           fetches: Mapping[str, Any]) -> dict[str, Callable]:
-    """Readies a kept graph's new session as TensorFlow's ChiefSessionCreator would for a scaffold of elastimator's
-    alone (`keep`): the checkpoint restored, then the local variables initialized; then its input started (unless
-    `start_input` is None: started already). Returns the callables of `fetches`, which a thread makes meanwhile
+    """Readies a kept graph's new session, on its finalized graph, as TensorFlow's ChiefSessionCreator would for a
+    scaffold of elastimator's alone (`keep`): the checkpoint restored, then the local variables initialized and
+    the input started. Returns the callables of `fetches`, which a thread makes meanwhile
     (`callables.made_now`)."""
     with futures.ThreadPoolExecutor(1, thread_name_prefix="elastimator-callables") as pool:
         made = pool.submit(lambda: {name: callables.made_now(session, what) for name, what in fetches.items()})
         try:
-            scaffold.finalize()
             scaffold.saver.restore(session, checkpoint)
-            session.run([scaffold.local_init_op] + ([start_input] if start_input is not None else []))
+            session.run([scaffold.local_init_op, start_input])
             return made.result()
         except BaseException:
             futures.wait([made])  # nothing is made in the session as it closes

@@ -1,15 +1,12 @@
-"""A kept graph starts sooner (estimator/loops/callables.py, early_input.py): its callables' executors are built when
-they are made, and its input starts while model_fn builds the model, where nothing of the program's runs twice."""
+"""A kept graph starts sooner (estimator/loops/callables.py): its callables' executors are built when they are made,
+beside the restore; and what a kept graph's input reads (Python, tables) is read as a fresh graph reads it."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import elastimator as est
-from elastimator.estimator.contract.mode_keys import ModeKeys
-from elastimator.estimator.graph import calls
-from elastimator.estimator.loops import callables, early_input
-from elastimator.inputs import python_source
+from elastimator.estimator.loops import callables
 from tests.helpers import linear_model_fn, train_input
 
 
@@ -83,64 +80,6 @@ def test_a_sparse_fetch_is_run_as_session_run_runs_it(graph):
     assert value.indices.tolist() == [[0, 1]] and value.values.tolist() == [7]
 
 
-@pytest.mark.parametrize("make, calls_python", [
-    (lambda: tf.data.Dataset.range(4).map(lambda x: x * 2), False),
-    (lambda: tf.data.Dataset.range(4).map(lambda x: tf.py_function(lambda v: v, [x], tf.int64)), True),
-    (lambda: tf.data.Dataset.range(4).map(lambda x: tf.numpy_function(lambda v: v, [x], tf.int64)), True),
-    (lambda: tf.data.Dataset.from_generator(lambda: iter(range(3)), output_signature=tf.TensorSpec([], tf.int64)),
-     True),
-    (lambda: tf.data.Dataset.range(2).interleave(
-        lambda x: tf.data.Dataset.range(2).map(lambda y: tf.numpy_function(lambda v: v, [y], tf.int64))), True),
-], ids=["graph_ops", "py_function", "numpy_function", "from_generator", "nested_numpy_function"])
-def test_an_input_that_calls_python_is_seen_wherever_it_calls_it(graph, make, calls_python):
-    make()
-    assert python_source.calls_python(graph) is calls_python
-
-
-def _input(dataset_fn):
-    return calls.call_input_fn(dataset_fn, ModeKeys.PREDICT, {}, est.RunConfig())
-
-
-def test_an_input_started_early_is_read_from_its_first_element(graph):
-    result = _input(lambda: tf.data.Dataset.range(5).batch(2))
-    early = early_input.EarlyInput("", None)
-    early.on_input(result)
-    session, started = early.take(result.hooks[0].iterator)
-    try:
-        assert started
-        assert session.run(result.features).tolist() == [0, 1]  # no initializer run here: it was started
-    finally:
-        session.close()
-
-
-def test_an_input_that_calls_python_is_not_started_early(graph):
-    pulled = []
-
-    def pull(value):
-        pulled.append(int(value))
-        return value
-
-    result = _input(lambda: tf.data.Dataset.range(5).map(lambda x: tf.numpy_function(pull, [x], tf.int64)))
-    early = early_input.EarlyInput("", None)
-    early.on_input(result)
-    assert early.take(result.hooks[0].iterator) == (None, False) and pulled == []
-
-
-def test_an_early_start_that_fails_is_left_to_the_caller(graph):
-    """A dataset that needs a feed cannot start on its own: the caller's own start raises as it did before."""
-    values = tf.compat.v1.placeholder(tf.int64, [None])
-    result = _input(lambda: tf.data.Dataset.from_tensor_slices(values))
-    early = early_input.EarlyInput("", None)
-    early.on_input(result)
-    session, started = early.take(result.hooks[0].iterator)
-    try:
-        assert session is not None and not started
-        with pytest.raises(tf.errors.InvalidArgumentError, match="placeholder"):
-            session.run(result.hooks[0].iterator.initializer)
-    finally:
-        session.close()
-
-
 class ScaffoldInEval:
     """A model_fn whose evaluation spec has a scaffold of its own: its graph is not kept (warm_graphs)."""
 
@@ -154,7 +93,7 @@ class ScaffoldInEval:
 @pytest.mark.parametrize("model_fn", [linear_model_fn, ScaffoldInEval()], ids=["kept", "not_kept"])
 def test_an_evaluation_reads_every_example_once_whether_or_not_its_graph_is_kept(make_estimator, iris, model_fn):
     """The examples an input pulls through Python are each pulled once per evaluation, and the metrics cover them
-    all, in a kept graph (started early where it could be) and in one built afresh after an early start."""
+    all, in a kept graph and in one built afresh."""
     x, y = iris
     pulled = []
 
