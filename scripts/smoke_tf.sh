@@ -11,13 +11,8 @@ cd "$(dirname "$0")/.."
 TF=${1:-2.16}
 STEP=${2:-all}
 VENV=.venv-tf$TF
-SMOKE_TESTS=(
-  tests/unit/test_public_api.py tests/unit/test_tensorflow_import.py tests/unit/test_train.py
-  tests/unit/test_evaluate_predict.py tests/unit/test_train_and_evaluate.py tests/unit/test_export.py
-  tests/unit/test_embedding_variables.py tests/unit/test_api_reference.py tests/unit/test_multi_step.py tests/unit/test_rnn.py tests/unit/test_sdca.py
-  tests/unit/test_line_native.py tests/unit/test_kept_graph_start.py tests/unit/test_warm_graphs.py
-  tests/integration/test_cli.py tests/integration/test_quiet_start.py
-)
+# shellcheck source=scripts/smoke_tests.sh
+source scripts/smoke_tests.sh
 
 if [ "$STEP" != test ]; then
   rm -rf dist "$VENV"

@@ -7,6 +7,7 @@ import pytest
 import tensorflow as tf
 
 import elastimator as est
+from elastimator.estimator import tf_internals
 from elastimator.estimator.loops import warm_graphs
 from elastimator.estimator.step import multi_batch
 from tests.helpers import linear_model_fn, train_input
@@ -294,6 +295,8 @@ def test_a_call_that_fails_in_a_kept_graph_says_why_and_the_next_call_builds_afr
 
 
 def test_a_kept_graph_makes_what_its_calls_run_once(counted, iris, monkeypatch):
+    """A kept graph's first call makes its callables (counted where TensorFlow makes them: Session::MakeCallable
+    through tf_internals, or Session.make_callable); its later calls make none."""
     estimator, _ = counted
     x, y = iris
     estimator.evaluate(dataset_input(x, y))
@@ -302,9 +305,17 @@ def test_a_kept_graph_makes_what_its_calls_run_once(counted, iris, monkeypatch):
     expected = fresh(estimator).evaluate(dataset_input(x, y))
     expected_probabilities = [p["probabilities"] for p in fresh(estimator).predict(dataset_input(x))]
     made = []
-    make_callable = tf.compat.v1.Session.make_callable
+    make_now, make_callable = tf_internals.make_callable_now, tf.compat.v1.Session.make_callable
+    monkeypatch.setattr(tf_internals, "make_callable_now",
+                        lambda session, options: made.append(options) or make_now(session, options))
     monkeypatch.setattr(tf.compat.v1.Session, "make_callable",
                         lambda session, *args, **kwargs: made.append(args) or make_callable(session, *args, **kwargs))
+    another = est.Estimator(linear_model_fn, model_dir=estimator.model_dir, params=estimator.params,
+                            config=estimator.config)
+    another.evaluate(dataset_input(x, y))
+    list(another.predict(dataset_input(x)))
+    assert len(made) >= 3  # a first evaluation's batch and results, a first prediction's batch
+    made.clear()
     for _ in range(2):
         assert estimator.evaluate(dataset_input(x, y)) == pytest.approx(expected)
         np.testing.assert_allclose([p["probabilities"] for p in estimator.predict(dataset_input(x))],

@@ -11,11 +11,11 @@ import dataclasses
 from typing import Any, Callable, Mapping
 
 import tensorflow as tf
-from tensorflow.python.eager import context  # pylint: disable=no-name-in-module
 
 from elastimator._validate import is_int
 from elastimator.errors import ConfigError
 from elastimator.estimator.contract.tf_config import LOCAL_JOB_TF_CONFIG, ClusterInfo, TaskType, parse_cluster, read_tf_config
+from elastimator.estimator import tf_internals
 
 __all__ = ["LOCAL_JOB_TF_CONFIG", "RunConfig", "TaskType"]
 
@@ -53,7 +53,7 @@ def with_logical_devices(config: tf.compat.v1.ConfigProto) -> tf.compat.v1.Confi
     two CPU devices made of one) where it does not count them itself. A session made with a config of its own
     sees one CPU otherwise, and a strategy's second replica lands on the first's device, where the replicas'
     collectives wait for each other forever."""
-    configured = context.context().config.device_count
+    configured = tf_internals.context.context().config.device_count
     missing = {kind: count for kind, count in configured.items() if kind not in config.device_count and count > 1}
     if not missing:
         return config

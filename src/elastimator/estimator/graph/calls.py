@@ -9,13 +9,13 @@ import inspect
 from typing import Any, Callable
 
 import tensorflow as tf
-from tensorflow.python.util import deprecation  # make_initializer reads the iterator's deprecated properties
 
 from elastimator.errors import InputFnError, ModelFnError
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.spec import EstimatorSpec
 from elastimator.estimator.step.training_step import StepInput
 from elastimator.inputs import python_source
+from elastimator.estimator import tf_internals
 
 _MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config")
 _INPUT_FN_ARGS = ("mode", "params", "config", "input_context")
@@ -99,7 +99,7 @@ def plain_dataset(hooks) -> bool:
 def start_on(iterator, dataset: tf.data.Dataset) -> tf.Operation:
     """What starts `iterator` on `dataset` (of the same element spec): `make_initializer`, without the deprecation
     warnings TensorFlow's own use of the iterator's old properties logs."""
-    with deprecation.silence():
+    with tf_internals.deprecation.silence():  # make_initializer reads the iterator's deprecated properties
         return iterator.make_initializer(dataset)
 
 

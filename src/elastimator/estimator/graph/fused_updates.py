@@ -46,6 +46,7 @@ from typing import Iterator
 import tensorflow as tf
 
 from elastimator._context_patch import ContextPatch
+from elastimator.estimator import tf_internals
 
 _ADAM = tf.compat.v1.train.AdamOptimizer
 _OWN = ("_resource_apply_sparse", "_resource_apply_dense")
@@ -59,7 +60,7 @@ def _apply_rows_densely(optimizer, grad: tf.Tensor, handle, indices: tf.Tensor) 
     rows = handle.shape[0] if handle.shape.rank and handle.shape[0] is not None else tf.shape(handle)[0]
     summed = _sum_rows(grad, indices, rows, handle.device)
     with tf.control_dependencies(_in_place(handle, after=summed)):
-        return optimizer._resource_apply_dense(summed, handle)  # pylint: disable=protected-access
+        return tf_internals.resource_apply_dense(optimizer, summed, handle)
 
 
 def _sum_rows(grad: tf.Tensor, indices: tf.Tensor, rows, device: str) -> tf.Tensor:

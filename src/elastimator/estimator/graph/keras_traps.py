@@ -34,6 +34,7 @@ import tensorflow as tf
 from elastimator.errors import ModelFnError
 from elastimator.estimator.contract.spec import EstimatorSpec
 from elastimator.estimator.graph import state_updates
+from elastimator.estimator import tf_internals
 
 logger = logging.getLogger("elastimator")
 
@@ -124,7 +125,7 @@ def _keras3_regularized(graph: tf.Graph) -> list:
     return [
         o for o in owners
         if isinstance(o, keras.Variable) and getattr(o, "regularizer", None) is not None
-        and getattr(o, "_value", None) is not None and o._value.graph is graph  # pylint: disable=protected-access
+        and tf_internals.keras_variable_value(o) is not None and tf_internals.keras_variable_value(o).graph is graph
     ]
 
 
@@ -157,7 +158,7 @@ def check_regularization(spec: EstimatorSpec, graph: tf.Graph) -> None:
     if not regularized:
         return
     loss_ancestors = state_updates.ancestors([spec.loss])
-    missing = [v for v in regularized if not _penalized(v._value.op, loss_ancestors)]  # pylint: disable=protected-access
+    missing = [v for v in regularized if not _penalized(tf_internals.keras_variable_value(v).op, loss_ancestors)]
     if missing:
         names = ", ".join(v.path for v in missing[:8])
         raise ModelFnError(

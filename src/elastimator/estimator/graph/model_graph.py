@@ -17,6 +17,7 @@ from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.run_config import RunConfig
 from elastimator.estimator.contract.spec import EstimatorSpec
 from elastimator.estimator.graph import calls, fused_updates, keras_traps, state_updates
+from elastimator.estimator import tf_internals
 
 @dataclasses.dataclass(frozen=True)
 class ModelGraph:
@@ -79,9 +80,7 @@ def _seed_keras(name: str, seed: int) -> Callable[[], None]:
             for key, value in saved.items():
                 global_state.set_global_attribute(key, value)
     else:
-        from tf_keras.src import backend
-
-        generators = backend._SEED_GENERATOR  # pylint: disable=protected-access  (its per-thread seed source)
+        generators = tf_internals.tf_keras_seed_generators()
         saved_generator = getattr(generators, "generator", None)
 
         def restore() -> None:
@@ -164,9 +163,9 @@ def _build(model_fn, params, config, mode, input_fn, features, labels, place_on_
             embedding_engine.model_fn_scope(training=mode == ModeKeys.TRAIN, num_ps=num_ps):
         spec = calls.call_model_fn(model_fn, features, labels, mode, params, config)
     if mode == ModeKeys.TRAIN:
-        input_ops = {op for op in graph.get_operations() if input_start < op._id <= model_start}  # pylint: disable=protected-access
+        input_ops = {op for op in graph.get_operations() if input_start < tf_internals.op_id(op) <= model_start}
         if not input_ops:  # features built by a receiver: everything before model_fn is input
-            input_ops = {op for op in graph.get_operations() if op._id <= model_start}  # pylint: disable=protected-access
+            input_ops = {op for op in graph.get_operations() if tf_internals.op_id(op) <= model_start}
         spec = keras_traps.attach_dangling_updates(spec, graph, model_start, input_ops)
         keras_traps.check_regularization(spec, graph)
         tf.compat.v1.summary.scalar("loss", spec.loss)

@@ -35,8 +35,6 @@ import threading
 from typing import Any, Callable
 
 import tensorflow as tf
-from tensorflow.python.distribute import cross_device_ops as cross_device_ops_lib  # pylint: disable=no-name-in-module
-from tensorflow.python.distribute import mirrored_strategy  # pylint: disable=no-name-in-module
 
 from elastimator import long_lived
 from elastimator.errors import InputFnError, ModelFnError
@@ -46,6 +44,7 @@ from elastimator.estimator.contract.spec import EstimatorSpec
 from elastimator.estimator.graph import calls, fused_updates, uneven_ends
 from elastimator.estimator.graph.model_graph import ModelGraph, metrics_with_loss, seeded
 from elastimator.estimator.step.training_step import StepInput
+from elastimator.estimator import tf_internals
 
 
 def replicas_of(strategy: Any) -> int:
@@ -56,7 +55,7 @@ def replicas_of(strategy: Any) -> int:
 def in_several_processes(strategy: Any) -> bool:
     """Whether `strategy`'s replicas span processes (MultiWorkerMirroredStrategy over TF_CONFIG's chief and
     workers): each process then builds its own replicas, and they all-reduce over the network."""
-    return strategy is not None and strategy.extended._in_multi_worker_mode()  # pylint: disable=protected-access
+    return strategy is not None and tf_internals.in_multi_worker_mode(strategy)
 
 
 def session_config(strategy: Any, config: tf.compat.v1.ConfigProto) -> tf.compat.v1.ConfigProto:
@@ -64,7 +63,7 @@ def session_config(strategy: Any, config: tf.compat.v1.ConfigProto) -> tf.compat
     their scoped allocator); `config` unchanged for others."""
     if not in_several_processes(strategy):
         return config
-    return strategy.extended._update_config_proto(config)  # pylint: disable=protected-access
+    return tf_internals.update_config_proto(strategy, config)
 
 
 def build_for(estimator, mode: str, input_fn: Callable, strategy: Any) -> ModelGraph:
@@ -87,7 +86,7 @@ def build(*, model_fn: Callable, params: dict | None, config: RunConfig, mode: s
     strategy = _for_sessions(strategy)
     graph = tf.compat.v1.get_default_graph()
     with seeded(config.tf_random_seed), strategy.scope(), \
-            strategy._scale_loss_for_estimator_enabled():  # pylint: disable=protected-access  (2.15's switch)
+            tf_internals.scale_loss_for_estimator(strategy):
         global_step = tf.compat.v1.train.get_or_create_global_step()
         several = in_several_processes(strategy)
         iterator = strategy.make_input_fn_iterator(
@@ -160,11 +159,9 @@ def _aggregated(name: str, value: Any, strategy: Any) -> tf.Tensor:
 def _for_sessions(strategy: Any) -> Any:
     """The strategy to build with (see the module doc): the user's, unless it is a MirroredStrategy left on its
     default cross-device ops."""
-    extended = strategy.extended
-    if type(extended) is mirrored_strategy.MirroredExtended and \
-            extended._cross_device_ops is extended._collective_ops:  # pylint: disable=protected-access
-        devices = extended.worker_devices
-        return tf.distribute.MirroredStrategy(devices, cross_device_ops_lib.select_cross_device_ops(devices))
+    if tf_internals.on_default_cross_device_ops(strategy):
+        devices = strategy.extended.worker_devices
+        return tf.distribute.MirroredStrategy(devices, tf_internals.cross_device_ops.select_cross_device_ops(devices))
     return strategy
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Iterable
 
 import tensorflow as tf
+from elastimator.estimator import tf_internals
 
 _ASSIGN_TYPES = frozenset({
     "AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp",
@@ -78,7 +79,7 @@ def dangling_updates(
     """
     found = []
     for op in graph.get_operations():
-        if op._id <= created_after or op.type not in _ASSIGN_TYPES:  # pylint: disable=protected-access
+        if tf_internals.op_id(op) <= created_after or op.type not in _ASSIGN_TYPES:
             continue
         if op in reachable:
             continue

@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2
+from elastimator.estimator import tf_internals
 
 _LEAVES = (tf.Tensor, tf.Operation, tf.Variable, str)
 
@@ -44,10 +45,10 @@ def made_now(session: tf.compat.v1.Session, fetches: Any) -> Callable[[], Any]:
     options = config_pb2.CallableOptions(fetch=names, target=list(dict.fromkeys(
         e.name for e in elements if isinstance(e, tf.Operation))))
     # Session::MakeCallable; _do_call gives a failure to build the message and node Session.run gives it.
-    handle = session._do_call(session._make_callable_from_options, options)  # pylint: disable=protected-access
+    handle = tf_internals.make_callable_now(session, options)
     where = [names.index(e.name) if isinstance(e, tf.Tensor) else None for e in elements]
     pack = _packing(fetches, where)
-    return lambda: pack(session._do_call(handle))  # pylint: disable=protected-access
+    return lambda: pack(tf_internals.do_call(session, handle))
 
 
 def _packing(fetches: Any, where: list[int | None]) -> Callable[[list], Any]:

@@ -22,9 +22,9 @@ takes `Session.run` as before.
 from __future__ import annotations
 
 import tensorflow as tf
-from tensorflow.python.training import monitored_session  # pylint: disable=no-name-in-module
 
 from elastimator import tensorflow_import
+from elastimator.estimator import tf_internals
 
 _LEAVES = (tf.Tensor, tf.Operation, tf.Variable)
 MAX_PLANS = 64
@@ -47,7 +47,7 @@ def fetch_shape(fetches):
     return None
 
 
-class ReusingHookedSession(monitored_session._HookedSession):  # pylint: disable=protected-access
+class ReusingHookedSession(tf_internals.HookedSession):
     """TensorFlow's hooked session, running each merged fetch structure it has seen through a kept callable."""
 
     def __init__(self, sess, hooks, leave_open: bool = False):
@@ -93,10 +93,10 @@ class ReusingHookedSession(monitored_session._HookedSession):  # pylint: disable
             # The structure is kept with its callable: its tensors stay alive, so their ids in `shape` stay theirs.
             plan = self._plans[shape] = (self._sess.make_callable(fetches, accept_options=True), fetches)
         # _do_call gives an op's failure the message and node Session.run gives it.
-        return self._sess._do_call(plan[0], options, run_metadata)  # pylint: disable=protected-access
+        return tf_internals.do_call(self._sess, plan[0], options, run_metadata)
 
 
-class _ReusingSessionCreator(monitored_session._MonitoredSession._CoordinatedSessionCreator):  # pylint: disable=protected-access
+class _ReusingSessionCreator(tf_internals.CoordinatedSessionCreator):
     def create_session(self):
         coordinated = super().create_session()
         # The coordinated session wraps a fresh hooked session that has run nothing yet; ours takes its place. A
@@ -106,7 +106,7 @@ class _ReusingSessionCreator(monitored_session._MonitoredSession._CoordinatedSes
         return coordinated
 
 
-class ReusingMonitoredSession(monitored_session._MonitoredSession):  # pylint: disable=protected-access
+class ReusingMonitoredSession(tf_internals.MonitoredSessionBase):
     """`tf.compat.v1.train.MonitoredSession` whose calls reuse their fetch plans (`ReusingHookedSession`).
 
     Args:

@@ -49,6 +49,7 @@ from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.graph import calls, model_graph, state_updates
 from elastimator.estimator.loops import warm_graphs
 from elastimator.estimator.saving import checkpoints
+from elastimator.estimator import tf_internals
 
 MAX_KEPT_BYTES = 1 << 30
 """The most a kept training session may hold in variables (the model with its optimizer's slots). Past it, the
@@ -133,7 +134,7 @@ def start(reuse: warm_graphs.Reuse, input_fn: Callable, wants: Callable[[Trainin
         warm.close()
         return None
     graph, seeded = warm.graph, reuse.estimator.config.tf_random_seed is not None
-    graph._unsafe_unfinalize()  # pylint: disable=protected-access  (the call's input and hooks join the graph)
+    tf_internals.unfinalize(graph)  # the call's input and hooks join the graph
     try:
         before = state_of(graph)
         begin = warm_graphs.input_begin(warm, reuse.estimator, input_fn)

@@ -18,6 +18,7 @@ from elastimator.estimator.loops import hooks as engine_hooks
 from elastimator.estimator.saving import checkpoints, saver_hook
 from elastimator.estimator.step import multi_step, steps_per_call, training_step
 from elastimator.estimator.step.training_step import TrainingStep
+from elastimator.estimator import tf_internals
 
 logger = logging.getLogger("elastimator")
 
@@ -59,7 +60,7 @@ def _default_hooks(step: TrainingStep, scaffold, config, model_dir, saving_liste
         # The step it fetches is the ordered read right before a call's last step, so that step plus one is
         # where the call ends. Left at TensorFlow's default (a million steps per call, for TPU loops), the
         # hook runs a second session call after every step to read the global step again.
-        saver._set_steps_per_run(1)  # pylint: disable=protected-access
+        tf_internals.set_steps_per_run(saver, 1)
         hooks.append(saver)
     elif saving_listeners:
         raise ConfigError(

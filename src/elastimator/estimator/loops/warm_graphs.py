@@ -55,13 +55,13 @@ from concurrent import futures
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 import tensorflow as tf
-from tensorflow.python.framework import op_def_registry  # is an op type stateful
 
 from elastimator import tensorflow_import
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.run_config import RunConfig
 from elastimator.estimator.graph import calls, model_graph, state_updates
 from elastimator.estimator.loops import callables
+from elastimator.estimator import tf_internals
 
 MAX_CALLS = 64
 """Calls a kept graph serves before it is built afresh (each adds its input pipeline's ops)."""
@@ -341,7 +341,7 @@ def _start(warm: WarmGraph, estimator, input_fn: Callable, checkpoint: str) -> b
     graph then closed) when the input yields something else than the kept one did."""
     graph = warm.graph
     try:
-        graph._unsafe_unfinalize()  # pylint: disable=protected-access  (the call's input pipeline joins the graph)
+        tf_internals.unfinalize(graph)  # the call's input pipeline joins the graph
         try:
             begin = input_begin(warm, estimator, input_fn)
         finally:
@@ -373,7 +373,7 @@ def _close_after(session: tf.compat.v1.Session, freeing: threading.Thread | None
 def _closed(session: tf.compat.v1.Session) -> bool:
     """Whether `session` was closed. A prediction generator the garbage collector closes is collected with its
     kept graph's session, whose own finalizer may close it before or after the generator gives the graph back."""
-    return session._closed  # pylint: disable=protected-access  (BaseSession's, set by close() and __del__)
+    return tf_internals.session_closed(session)
 
 
 def _keepable(built, other_hooks: Iterable, master: str) -> bool:
@@ -421,7 +421,7 @@ _RANDOM = ("TruncatedNormal", "Multinomial", "ParameterizedTruncatedNormal")
 
 
 def is_stateful_random(op_type: str) -> bool:
-    op_def = op_def_registry.get(op_type)
+    op_def = tf_internals.op_def_registry.get(op_type)
     if op_def is None or not op_def.is_stateful:
         return False
     return "Random" in op_type or op_type.startswith("Stateful") or op_type in _RANDOM

@@ -21,10 +21,9 @@ import os
 import sys
 
 import tensorflow as tf
-from tensorflow.python.framework import meta_graph  # the meta graph TensorFlow's hook adds to the events
-from tensorflow.python.lib.io import file_io  # TensorFlow's atomic write, as tf.io.write_graph writes
 
 from elastimator.estimator.saving import graph_defs
+from elastimator.estimator import tf_internals
 
 GRAPH_FILE = "graph.pbtxt"
 
@@ -40,7 +39,7 @@ class CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
             write_graph_file(graph_def, self._checkpoint_dir)
         saver = self._get_saver()
         self._add_graph(graph, graph_def)
-        self._summary_writer.add_meta_graph(meta_graph.create_meta_graph_def(
+        self._summary_writer.add_meta_graph(tf_internals.meta_graph.create_meta_graph_def(
             graph_def=graph_def, saver_def=saver.saver_def if saver else None))
         self._save(session, step)  # the checkpoint of the step training starts (or resumes) at
         self._timer.update_last_triggered_step(step)
@@ -64,11 +63,10 @@ class CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
         """What `add_graph(graph)` writes to the events (the graph's plugin assets, then its GraphDef), from the
         GraphDef already made rather than another `as_graph_def` of the whole graph."""
         writer = self._summary_writer
-        if not (hasattr(writer, "_write_plugin_assets") and hasattr(writer, "_add_graph_def")):
+        if not tf_internals.writes_graph_def(writer):
             writer.add_graph(graph)  # a writer of another kind: its own way
             return
-        writer._write_plugin_assets(graph)  # pylint: disable=protected-access
-        writer._add_graph_def(graph_def)  # pylint: disable=protected-access
+        tf_internals.add_graph_def(writer, graph, graph_def)
 
 
 def write_graph_file(graph_def, directory: str) -> None:
@@ -78,4 +76,4 @@ def write_graph_file(graph_def, directory: str) -> None:
         tf.io.write_graph(graph_def, directory, GRAPH_FILE)
         return
     tf.io.gfile.makedirs(directory)
-    file_io.atomic_write_string_to_file(os.path.join(directory, GRAPH_FILE), str(graph_def))
+    tf_internals.file_io.atomic_write_string_to_file(os.path.join(directory, GRAPH_FILE), str(graph_def))

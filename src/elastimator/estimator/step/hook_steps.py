@@ -26,6 +26,7 @@ import dataclasses
 from typing import Iterable
 
 import tensorflow as tf
+from elastimator.estimator import tf_internals
 
 _train = tf.compat.v1.train
 _DECIDED_AFTER = (_train.CheckpointSaverHook, _train.StepCounterHook)
@@ -45,14 +46,14 @@ class Action:
 def every_steps(hook) -> int | None:
     """How many steps apart a timed hook (checkpoint saver, step counter, summary saver, profiler) acts; None when
     it counts seconds. Read from TensorFlow's SecondOrStepTimer, which has no public accessor for it."""
-    return getattr(hook._timer, "_every_steps", None) or None  # pylint: disable=protected-access
+    return tf_internals.timer_every_steps(hook)
 
 
 def _timer_action(hook, step: int, decided_before: bool) -> Action | None:
     every = every_steps(hook)
     if every is None:
         return None
-    last = hook._timer.last_triggered_step()  # pylint: disable=protected-access
+    last = tf_internals.timer_last_triggered_step(hook)
     # A timer that has not fired yet fires in the next call; one that is due fires at the end of the next call.
     target = step + 1 if last is None else max(last + every, step + 1)
     return Action(target, decided_before)

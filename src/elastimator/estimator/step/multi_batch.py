@@ -38,6 +38,7 @@ import tensorflow as tf
 
 from elastimator.errors import ConfigError
 from elastimator.estimator.step import multi_step, steps_per_call
+from elastimator.estimator import tf_internals
 
 logger = logging.getLogger("elastimator")
 
@@ -104,7 +105,7 @@ def build(update: tf.Operation) -> BatchLoop:
 def build_in(graph: tf.Graph, update: tf.Operation) -> BatchLoop | None:
     """Builds the loop in a finalized `graph` that a session runs (finalized again after), or None where the
     batch cannot be copied (one batch per call then goes on)."""
-    graph._unsafe_unfinalize()  # pylint: disable=protected-access  (the loop joins the running graph)
+    tf_internals.unfinalize(graph)  # the loop joins the running graph
     try:
         with graph.as_default():
             loop = build(update)

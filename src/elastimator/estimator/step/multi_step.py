@@ -38,12 +38,12 @@ from typing import Iterable, Mapping, Sequence
 
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2, graph_pb2
-from tensorflow.python.ops import control_flow_ops  # TF1's while frame, built without the process-wide switch
 
 from elastimator.errors import ConfigError
 from elastimator.estimator.step import hook_steps
 from elastimator.estimator.step.steps_per_call import Pace
 from elastimator.estimator.step.training_step import TrainingStep, as_op
+from elastimator.estimator import tf_internals
 
 _PLACEHOLDERS = frozenset({"Placeholder", "PlaceholderV2", "PlaceholderWithDefault"})
 _V1_CONTROL_FLOW = frozenset({"Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration",
@@ -133,7 +133,7 @@ def copy_ops(ops: Sequence[tf.Operation]) -> dict[tf.Operation, tf.Operation]:
                                             name="step")
     copies = dict(zip(ops, copied))
     for name, colocation in colocations.items():
-        copies[graph.get_operation_by_name(name)]._set_attr(_COLOCATION, colocation)  # pylint: disable=protected-access
+        tf_internals.set_attr(copies[graph.get_operation_by_name(name)], _COLOCATION, colocation)
     return copies
 
 
@@ -143,7 +143,7 @@ def v1_while_loop(cond, body, loop_vars, name: str = "steps_per_execution"):
     without switching TF2 control flow off: that switch is one flag for the whole process, and another thread
     building a graph meanwhile would get TF1 control flow too. (The body makes no control flow of its own.)"""
     with tf.name_scope(name):
-        context = control_flow_ops.WhileContext(parallel_iterations=1, back_prop=False)
+        context = tf_internals.control_flow_ops.WhileContext(parallel_iterations=1, back_prop=False)
         if context.outer_context is None:
             tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.WHILE_CONTEXT, context)
         return context.BuildLoop(cond, body, loop_vars, None, False)
@@ -161,7 +161,7 @@ def order_step_read(global_step: tf.Variable) -> tf.Tensor:
     read = tf.identity(global_step.read_value(), name="global_step/step_read")
     for op in graph.get_operations():
         if op.type in _INCREMENTS and op.inputs and op.inputs[0].op is global_step.op:
-            op._add_control_input(read.op)  # pylint: disable=protected-access
+            tf_internals.add_control_input(op, read.op)
     graph.get_collection_ref(_GLOBAL_STEP_READ_KEY)[:] = [read]
     return read
 
@@ -240,7 +240,7 @@ def build(*, train_op, loss: tf.Tensor, global_step: tf.Variable, steps: int,
     inside = set(ops)
     for op in ops:
         if not any(t.op in inside for t in op.inputs) and not any(c in inside for c in op.control_inputs):
-            op._add_control_input(step_read.op)  # pylint: disable=protected-access
+            tf_internals.add_control_input(op, step_read.op)
     tf.compat.v1.get_default_graph().get_collection_ref(_GLOBAL_STEP_READ_KEY)[:] = [step_read]
     execution = Execution(steps=steps, size=size, step_read=step_read, global_step=global_step)
     stacked = {}

@@ -35,6 +35,7 @@ import tensorflow as tf
 
 from elastimator.estimator.graph import state_updates
 from elastimator.estimator.step import training_step
+from elastimator.estimator import tf_internals
 
 _READS_AND_PASS_THROUGHS = frozenset({
     "ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VarIsInitializedOp", "VariableShape",
@@ -57,7 +58,7 @@ def writes_state(op: tf.Operation) -> bool:
 def _outermost_while(op: tf.Operation):
     """The outermost TF1 while loop `op` is in, or None."""
     found = None
-    context = op._get_control_flow_context()  # pylint: disable=protected-access
+    context = tf_internals.control_flow_context(op)
     while context is not None:
         if context.IsWhileContext():
             found = context
@@ -144,7 +145,7 @@ class GatePlan:
     def _hold(self, passed: tf.Tensor, fast: bool) -> Gate:
         gate = training_step.withdraw_unless(passed)
         for op in self.waiting:
-            op._add_control_input(gate)  # pylint: disable=protected-access  (no public way on a built op)
+            tf_internals.add_control_input(op, gate)
         return Gate(gate, self.given, self.holds_writes, fast)
 
 
