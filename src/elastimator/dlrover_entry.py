@@ -34,10 +34,11 @@ import os
 import sys
 from typing import Sequence
 
+from elastimator import cli
+from elastimator.compat.dlrover import ENTRY_MODULES
 from elastimator.errors import USAGE_EXIT, ConfError
 
-ENTRY_MODULES = ("dlrover.trainer.entry.local_entry", "dlrover.trainer")
-"""The modules DLRover users run with `python -m`, which this module stands in for."""
+__all__ = ["ENTRY_MODULES", "main", "plan"]
 
 logger = logging.getLogger("elastimator")
 
@@ -90,8 +91,6 @@ def plan(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 def main(argv: Sequence[str]) -> int:
     """Runs DLRover's entry command on elastimator; returns the exit code."""
-    from elastimator import cli  # pylint: disable=import-outside-toplevel
-
     try:
         command, unknown = plan(argv)
     except ConfError as e:
@@ -114,3 +113,7 @@ def _set_task(task_type: str | None, task_id: int | None) -> None:
     if task_id is not None:
         task["index"] = task_id
     os.environ["TF_CONFIG"] = json.dumps(dict(tf_config, task=task))
+
+
+if __name__ == "__main__":  # run by `python -m elastimator.compat -m dlrover.trainer...` (compat/__main__.py)
+    sys.exit(main(sys.argv[1:]))

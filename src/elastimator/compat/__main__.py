@@ -14,6 +14,10 @@ import runpy
 import sys
 
 from elastimator.compat import install
+from elastimator.compat.dlrover import ENTRY_MODULES
+
+STAND_IN = "elastimator.dlrover_entry"
+"""The module run for DLRover's entry modules (ENTRY_MODULES), as `python -m` would run it."""
 
 
 def main(argv: list[str]) -> int:
@@ -44,13 +48,12 @@ def main(argv: list[str]) -> int:
 
 
 def _run_module(module: str, args: list[str]) -> int:
-    from elastimator import dlrover_entry  # pylint: disable=import-outside-toplevel
-
-    if module in dlrover_entry.ENTRY_MODULES:
-        return dlrover_entry.main(args)
-    install()
     sys.argv = [module, *args]
     sys.path[0] = os.getcwd()  # As `python -m MODULE` would set it.
+    if module in ENTRY_MODULES:  # elastimator's stand-in, a module above the command line it runs
+        runpy.run_module(STAND_IN, run_name="__main__", alter_sys=True)
+        return 0
+    install()
     runpy.run_module(module, run_name="__main__", alter_sys=True)
     return 0
 

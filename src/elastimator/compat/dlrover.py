@@ -28,6 +28,9 @@ from elastimator.data.file_reader import FileReader as _FileReader
 from elastimator.data.reader import ElasticReader as _ElasticReader
 
 ROOT = "dlrover"
+ENTRY_MODULES = ("dlrover.trainer.entry.local_entry", "dlrover.trainer")
+"""The modules DLRover users run with `python -m`: `python -m elastimator.compat -m` runs elastimator's stand-in
+for them, the module `elastimator.dlrover_entry`."""
 
 
 class Column(_Column):
