@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 import elastimator as est
-from elastimator.estimator.loops import kept_training
+from elastimator.estimator.loops import call_plan, kept_training
 from elastimator.estimator.step import steps_per_call
 from tests.helpers import SavedSteps, linear_model_fn
 
@@ -263,7 +263,7 @@ def test_evaluation_between_train_calls_closes_the_training_session_and_keeps_it
 
 
 def test_a_model_past_the_kept_size_is_built_afresh_every_call(tmp_path, iris, monkeypatch):
-    monkeypatch.setattr(kept_training, "MAX_KEPT_BYTES", 64)  # the classifier's 15 weights, Adam's slots: more
+    monkeypatch.setattr(call_plan, "MAX_KEPT_BYTES", 64)  # the classifier's 15 weights, Adam's slots: more
     model_fn, modes = counting()
     estimator = estimator_in(tmp_path / "model", model_fn)
     for _ in range(2):

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 import elastimator as est
 from elastimator.estimator import tf_internals
-from elastimator.estimator.loops import warm_graphs
+from elastimator.estimator.loops import call_plan, warm_graphs
 from elastimator.estimator.step import multi_batch
 from tests.helpers import linear_model_fn, train_input
 
@@ -228,7 +228,7 @@ def test_calls_that_could_differ_build_afresh_every_time(make_estimator, iris, w
 
 def test_a_kept_graph_is_built_again_after_its_most_calls(counted, iris, monkeypatch):
     estimator, modes = counted
-    monkeypatch.setattr(warm_graphs, "MAX_CALLS", 3)
+    monkeypatch.setattr(call_plan, "MAX_CALLS", 3)
     for _ in range(4):
         estimator.evaluate(dataset_input(*iris))
     assert modes.count(est.ModeKeys.EVAL) == 2

@@ -29,7 +29,7 @@ changed (the model_fn, params, the RunConfig object):
 Kept only where later calls behave as fresh ones: a local, single-process,
 single-replica chief; the model's spec has no hooks and no scaffold of its own;
 the input is a plain dataset; no embedding variable evicts at saves; the
-variables hold at most `MAX_KEPT_BYTES`; the hooks' `begin` adds no variable or
+variables hold at most `call_plan.MAX_KEPT_BYTES`; the hooks' `begin` adds no variable or
 table; when `tf_random_seed` is set, neither the step nor the input draws random
 numbers (a fresh graph drew the same ones every call). A call that fails or is
 stopped by a signal closes its graph. `RunConfig(reuse_graphs=False)` turns it
@@ -39,6 +39,7 @@ off, with evaluation's and prediction's.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from typing import Any, Callable
 
@@ -47,13 +48,11 @@ import tensorflow as tf
 from elastimator.embedding import eviction as embedding_eviction
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.graph import calls, model_graph, state_updates
-from elastimator.estimator.loops import warm_graphs
+from elastimator.estimator.loops import call_plan, warm_graphs
 from elastimator.estimator.saving import checkpoints
 from elastimator.estimator import tf_internals
 
-MAX_KEPT_BYTES = 1 << 30
-"""The most a kept training session may hold in variables (the model with its optimizer's slots). Past it, the
-memory it would hold beside an evaluation's session between calls outweighs the build a next call saves."""
+logger = logging.getLogger("elastimator")
 _STATE = (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_VARIABLES,
           tf.compat.v1.GraphKeys.TABLE_INITIALIZERS, tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS,
           tf.compat.v1.GraphKeys.RESOURCES)
@@ -79,25 +78,32 @@ class TrainingParts:
 def reuse_for(estimator) -> warm_graphs.Reuse | None:
     """What this `train` call may reuse or keep, or None where its config rules keeping out."""
     config = estimator.config
-    if config.cluster.is_distributed or config.master or not config.is_chief or config.train_distribute is not None:
-        return None
-    return warm_graphs.reuse_of(estimator, ModeKeys.TRAIN)
+    local_chief = not (config.cluster.is_distributed or config.master or not config.is_chief
+                       or config.train_distribute is not None)
+    return warm_graphs.reuse_of(estimator, warm_graphs.call_facts(estimator, ModeKeys.TRAIN, local_chief=local_chief))
 
 
 def keepable(parts: TrainingParts, model_hooks: list, seed: int | None) -> bool:
-    """Whether a freshly built training graph's later calls would behave as fresh ones (see the module doc)."""
+    """Whether a freshly built training graph's later calls would behave as fresh ones (`call_plan.keep`)."""
+    decision = call_plan.keep(ModeKeys.TRAIN, _graph_facts(parts, model_hooks, seed))
+    if not decision:
+        logger.debug("train keeps nothing: %s", decision.reason)
+    return decision.yes
+
+
+def _graph_facts(parts: TrainingParts, model_hooks: list, seed: int | None) -> call_plan.GraphFacts:
+    """A training graph, as `call_plan.keep` weighs it. What the step and input draw is read only when seeded."""
     built = parts.built
-    if model_hooks or built.spec.scaffold is not None or built.replicas > 1 or built.step_outputs:
-        return False
-    if not warm_graphs.plain_input(built) or embedding_eviction.eviction_listeners(tf.compat.v1.get_default_graph()):
-        return False
-    input_ops = state_updates.ancestors([built.input_hooks[0].iterator.initializer])
-    if _variable_bytes() > MAX_KEPT_BYTES or state_updates.makes_state(input_ops):
-        return False  # (an input_fn that makes a table would make another each call, never initialized)
-    if seed is None:
-        return True
-    step_draws = warm_graphs.reach([parts.step.train_op, parts.step.loss]).draws_random_numbers
-    return not (step_draws or _random_input(input_ops))
+    plain = warm_graphs.plain_input(built)
+    input_ops = state_updates.ancestors([built.input_hooks[0].iterator.initializer]) if plain else set()
+    seeded = seed is not None
+    return call_plan.GraphFacts(
+        replicas=built.replicas, model_scaffold=built.spec.scaffold is not None, model_hooks=bool(model_hooks),
+        plain_input=plain, input_state=state_updates.makes_state(input_ops), seeded=seeded,
+        draws_random_numbers=seeded and warm_graphs.reach([parts.step.train_op, parts.step.loss]).draws_random_numbers,
+        random_input=seeded and _random_input(input_ops), step_outputs=bool(built.step_outputs),
+        evicting_embeddings=bool(embedding_eviction.eviction_listeners(tf.compat.v1.get_default_graph())),
+        variable_bytes=_variable_bytes())
 
 
 def _variable_bytes() -> float:

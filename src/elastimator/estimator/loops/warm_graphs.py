@@ -40,8 +40,9 @@ set, no stateful random op among what the calls run (a fresh graph would draw
 the same numbers every call). Anything else runs as tf.estimator ran it.
 `RunConfig(reuse_graphs=False)` turns it off.
 
-A kept graph grows by each call's input pipeline, so it is rebuilt after
-`MAX_CALLS` calls. Two calls at once (two `predict` generators read in turn) do
+Which calls reuse and keep is decided by `call_plan`, from facts gathered
+here. A kept graph grows by each call's input pipeline, so it is rebuilt after
+`call_plan.MAX_CALLS` calls. Two calls at once (two `predict` generators read in turn) do
 not share it: the second builds its own graph, as before.
 """
 
@@ -49,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import threading
 from concurrent import futures
@@ -60,11 +62,10 @@ from elastimator import tensorflow_import
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.run_config import RunConfig
 from elastimator.estimator.graph import calls, model_graph, state_updates
-from elastimator.estimator.loops import callables
+from elastimator.estimator.loops import call_plan, callables
 from elastimator.estimator import tf_internals
 
-MAX_CALLS = 64
-"""Calls a kept graph serves before it is built afresh (each adds its input pipeline's ops)."""
+logger = logging.getLogger("elastimator")
 
 
 @dataclasses.dataclass(eq=False)
@@ -130,17 +131,25 @@ class WarmGraphs:
         return (WarmGraphs, ())
 
     def take(self, mode: str, key: tuple) -> WarmGraph | None:
-        """The kept graph of `mode` if it was built under `key` and is free; the caller gives it back."""
+        """The kept graph of `mode` if it was built under `key`, is free, and may serve another call
+        (`call_plan.reuse`); the caller gives it back."""
         with self._lock:
             warm = self._kept.get(mode)
-            if warm is None or not _same(warm.key, key):
-                return None
-            del self._kept[mode]
-        if warm.freeing is not None:
-            warm.freeing.join()
-            warm.freeing = None
-        if warm.calls >= MAX_CALLS or not warm.usable or (warm.session is not None and _closed(warm.session)):
-            warm.close()
+            same = warm is not None and _same(warm.key, key)
+            if same:
+                del self._kept[mode]
+        kept = None
+        if warm is not None:
+            if same and warm.freeing is not None:
+                warm.freeing.join()
+                warm.freeing = None
+            kept = call_plan.KeptFacts(same_key=same, calls=warm.calls, usable=warm.usable,
+                                       session_closed=warm.session is not None and _closed(warm.session))
+        decision = call_plan.reuse(kept)
+        if not decision:
+            logger.debug("%s builds its graph afresh: %s", mode, decision.reason)
+            if same:
+                warm.close()
             return None
         return warm
 
@@ -245,8 +254,11 @@ class Reuse:
         `scaffold` is `sessions.make_scaffold(..., ready_once_made=True)`'s: a kept graph has no scaffold of the
         model's, so its readiness checks are left out wherever they cannot fail.
         """
-        reached = reach(fetches) if _keepable(built, other_hooks, master) else None
-        if reached is None or (self.estimator.config.tf_random_seed is not None and reached.draws_random_numbers):
+        reached = reach(fetches)
+        decision = call_plan.keep(self.mode, _graph_facts(built, other_hooks, master, reached,
+                                                          self.estimator.config.tf_random_seed))
+        if not decision:
+            logger.debug("%s keeps nothing: %s", self.mode, decision.reason)
             return None
         graph = tf.compat.v1.get_default_graph()
         reset = tf.compat.v1.local_variables_initializer()
@@ -288,22 +300,28 @@ def rest_training(estimator) -> None:
 
 
 def reuse_for(estimator, mode: str, hooks: Iterable, checkpoint: str | None, *extra) -> Reuse | None:
-    """What a call of `mode` may reuse or keep, or None where it builds afresh and keeps nothing: the caller passed
-    hooks, there is no checkpoint, reuse is off, or the estimator builds its graphs otherwise than from its
-    `model_fn` (through an overridden `_call_model_fn`). `extra` is what else the graph depends on (predict_keys)."""
-    if list(hooks) or not checkpoint:
-        return None
-    return reuse_of(estimator, mode, *extra)
+    """What an evaluation or prediction call may reuse or keep, or None where it builds afresh and keeps nothing
+    (`call_plan.consider`). `extra` is what else the graph depends on (predict_keys)."""
+    return reuse_of(estimator, call_facts(estimator, mode, caller_hooks=bool(list(hooks)),
+                                          checkpoint=bool(checkpoint)), *extra)
 
 
-def reuse_of(estimator, mode: str, *extra) -> Reuse | None:
-    """What a call of `mode` may reuse or keep, or None where reuse is off or the estimator builds its graphs
-    otherwise than from its `model_fn` (`reuse_for`)."""
+def call_facts(estimator, mode: str, **facts) -> call_plan.CallFacts:
+    """A call's `call_plan.CallFacts`: the estimator's, with the call's own `facts`."""
+    return call_plan.CallFacts(verb=mode, reuse_graphs=estimator.config.reuse_graphs,
+                               through_call_model_fn=model_graph.model_fn_of(estimator) is not estimator.model_fn,
+                               **facts)
+
+
+def reuse_of(estimator, call: call_plan.CallFacts, *extra) -> Reuse | None:
+    """What a call may reuse or keep, or None where `call_plan.consider` rules it out."""
     graphs = getattr(estimator, "_warm_graphs", None)
-    if graphs is None or not estimator.config.reuse_graphs:
+    decision = call_plan.consider(call)
+    if graphs is None or not decision:
+        logger.debug("%s builds its graph afresh and keeps nothing: %s", call.verb,
+                     decision.reason if graphs is not None else "the estimator keeps no graphs")
         return None
-    if model_graph.model_fn_of(estimator) is not estimator.model_fn:
-        return None
+    mode = call.verb
     key = (estimator.model_fn, estimator._params_for(mode), estimator.config, *extra)  # pylint: disable=protected-access
     return Reuse(graphs=graphs, estimator=estimator, mode=mode, key=key)
 
@@ -376,14 +394,14 @@ def _closed(session: tf.compat.v1.Session) -> bool:
     return tf_internals.session_closed(session)
 
 
-def _keepable(built, other_hooks: Iterable, master: str) -> bool:
-    """Whether a built graph's later calls would behave as fresh ones: no hooks but the dataset's own, no scaffold
-    of the model's, one device, a local session, an input that reads no state it made."""
-    if master or built.replicas > 1 or built.spec.scaffold is not None or list(other_hooks):
-        return False
-    # An input that reads a table or variable its input_fn made: the next call would make another, which nothing
-    # initializes.
-    return plain_input(built) and not state_updates.reads_state(built.input_hooks[0].iterator.initializer)
+def _graph_facts(built, other_hooks: Iterable, master: str, reached: "_Reach", seed) -> call_plan.GraphFacts:
+    """An evaluation's or prediction's graph, as `call_plan.keep` weighs it."""
+    plain = plain_input(built)
+    return call_plan.GraphFacts(
+        remote_session=bool(master), replicas=built.replicas, model_scaffold=built.spec.scaffold is not None,
+        model_hooks=bool(list(other_hooks)), plain_input=plain,
+        input_state=plain and state_updates.reads_state(built.input_hooks[0].iterator.initializer),
+        seeded=seed is not None, draws_random_numbers=reached.draws_random_numbers)
 
 
 def plain_input(built) -> bool:

@@ -1,0 +1,94 @@
+"""The rules of what a call reuses and keeps (estimator/loops/call_plan.py), driven with plain facts: no graph, no
+session. Each rule's "no" comes with the reason a user reads in the debug log."""
+
+import dataclasses
+
+import pytest
+
+from elastimator.estimator.loops import call_plan
+from elastimator.estimator.loops.call_plan import CallFacts, GraphFacts, KeptFacts
+
+EVAL, PREDICT, TRAIN = "eval", "infer", "train"
+
+
+@pytest.mark.parametrize("verb", [EVAL, PREDICT, TRAIN])
+def test_a_plain_call_may_reuse_and_keep(verb):
+    call = CallFacts(verb=verb, reuse_graphs=True)
+    assert call_plan.consider(call)
+    assert call_plan.reuse(KeptFacts(same_key=True, calls=1))
+    assert call_plan.keep(verb, GraphFacts())
+
+
+@pytest.mark.parametrize("facts, reason", [
+    (dict(reuse_graphs=False), "reuse is off"),
+    (dict(caller_hooks=True), "the caller passed hooks"),
+    (dict(checkpoint=False), "no checkpoint to restore"),
+    (dict(through_call_model_fn=True), "overridden _call_model_fn"),
+])
+def test_what_rules_out_an_evaluation_or_prediction_before_it_builds(facts, reason):
+    for verb in (EVAL, PREDICT):
+        decision = call_plan.consider(CallFacts(verb=verb, **{"reuse_graphs": True, **facts}))
+        assert not decision and reason in decision.reason
+
+
+def test_training_needs_a_local_chief_and_not_a_checkpoint_or_the_callers_hooks():
+    assert call_plan.consider(CallFacts(verb=TRAIN, reuse_graphs=True, caller_hooks=True, checkpoint=False))
+    decision = call_plan.consider(CallFacts(verb=TRAIN, reuse_graphs=True, local_chief=False))
+    assert not decision and "local, single-process chief" in decision.reason
+    assert not call_plan.consider(CallFacts(verb=TRAIN, reuse_graphs=False))
+
+
+@pytest.mark.parametrize("kept, reason", [
+    (None, "no graph is kept"),
+    (KeptFacts(same_key=False, calls=1), "another model_fn, params, config"),
+    (KeptFacts(same_key=True, calls=call_plan.MAX_CALLS), f"served {call_plan.MAX_CALLS} calls"),
+    (KeptFacts(same_key=True, calls=2, usable=False), "freeing the kept graph's input failed"),
+    (KeptFacts(same_key=True, calls=2, session_closed=True), "session was closed"),
+])
+def test_a_kept_graph_is_not_reused_when(kept, reason):
+    decision = call_plan.reuse(kept)
+    assert not decision and reason in decision.reason
+
+
+def test_a_kept_graph_serves_up_to_max_calls():
+    assert call_plan.reuse(KeptFacts(same_key=True, calls=call_plan.MAX_CALLS - 1))
+
+
+@pytest.mark.parametrize("facts, reason", [
+    (dict(remote_session=True), "master"),
+    (dict(replicas=2), "2 replicas"),
+    (dict(model_scaffold=True), "scaffold"),
+    (dict(model_hooks=True), "hooks of its own"),
+    (dict(plain_input=False), "not one dataset's iterator"),
+    (dict(input_state=True), "table or variable"),
+    (dict(seeded=True, draws_random_numbers=True), "draw random numbers"),
+])
+def test_what_a_built_graph_is_not_kept_for_in_every_verb(facts, reason):
+    for verb in (EVAL, PREDICT, TRAIN):
+        decision = call_plan.keep(verb, GraphFacts(**facts))
+        assert not decision and reason in decision.reason, verb
+
+
+def test_random_numbers_matter_only_under_a_seed():
+    assert call_plan.keep(EVAL, GraphFacts(draws_random_numbers=True))
+    assert call_plan.keep(TRAIN, GraphFacts(draws_random_numbers=True, random_input=True))
+
+
+@pytest.mark.parametrize("facts, reason", [
+    (dict(step_outputs=True), "step outputs"),
+    (dict(evicting_embeddings=True), "evict"),
+    (dict(variable_bytes=call_plan.MAX_KEPT_BYTES + 1), "bytes"),
+    (dict(variable_bytes=float("inf")), "bytes"),
+    (dict(seeded=True, random_input=True), "shuffles or samples"),
+])
+def test_what_only_a_training_graph_is_not_kept_for(facts, reason):
+    decision = call_plan.keep(TRAIN, GraphFacts(**facts))
+    assert not decision and reason in decision.reason
+    assert call_plan.keep(EVAL, GraphFacts(**facts))  # evaluation and prediction keep graphs of that kind
+
+
+def test_facts_and_decisions_are_values():
+    decision = call_plan.keep(EVAL, GraphFacts())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        decision.yes = False
+    assert GraphFacts(replicas=2) == GraphFacts(replicas=2)
