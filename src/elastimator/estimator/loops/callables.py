@@ -3,13 +3,12 @@
 `Session.make_callable` in TensorFlow 2 returns a function that calls
 `Session.run`: the executors for those fetches (Grappler's rewrite of the
 graph, its partition, oneDNN's layout pass, the kernels) are built by the
-first call, on the caller's thread. For a DeepFM's evaluation batch that is
-35-45 ms (bench/results/frameworks.md's model), paid inside the first batch.
+first call, on the caller's thread, inside the first batch (docs/performance.md, "Costs behind the engine's choices").
 
 `made_now` asks TensorFlow's `Session::MakeCallable` directly, which builds
 them as it is called, without the GIL: a kept graph makes its callables on a
-thread while the program goes on building the rest of the graph (the saver)
-and restoring the checkpoint (warm_graphs). A session builds one set of
+thread while the checkpoint is restored (warm_graphs; the graph is finalized
+before its session is made). A session builds one set of
 executors at a time, so only work that is not another executor's build
 (Python, a running step) overlaps with it.
 
@@ -53,7 +52,7 @@ def made_now(session: tf.compat.v1.Session, fetches: Any) -> Callable[[], Any]:
 
 def _packing(fetches: Any, where: list[int | None]) -> Callable[[list], Any]:
     """What makes `fetches`' structure of the callable's values (`where`: each leaf's value, None for an op's).
-    A leaf and a flat dict (a prediction's tensors) are packed directly: tf.nest took 50 us a call."""
+    A leaf and a flat dict (a prediction's tensors) are packed directly, without tf.nest's cost per call."""
     if not tf.nest.is_nested(fetches):
         index = where[0]
         return lambda values: None if index is None else values[index]

@@ -3,8 +3,8 @@
 Every call of a `MonitoredSession` merges the caller's fetches with what each
 hook's `before_run` asks for and hands the merged structure to `Session.run`,
 which works out afresh which tensors and ops that structure names and how to
-rebuild it from their values. With one training step per call that was about
-half of the 1 ms of Python a DeepFM step paid around 4 ms of kernels.
+rebuild it from their values: with one training step per call, a large share of
+a step's Python (docs/performance.md, "Costs behind the engine's choices").
 
 The merged structure is nearly always one of a few shapes (the same hooks ask
 for the same tensors, a summary or a trace every so many steps), so

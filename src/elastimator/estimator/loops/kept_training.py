@@ -3,9 +3,9 @@
 A program that alternates `train` and `evaluate` (a tutorial's epochs, a
 hand-written train-and-evaluate, a scoring job that fine-tunes first) built, in
 tf.estimator, a new graph and session at every `train` call: input_fn,
-model_fn (for the DeepFM benchmark, the optimizer's slots and gradients: 0.27 s),
-the scaffold's saver, a session, and a restore of the checkpoint the call before
-had just written (docs/performance.md).
+model_fn (the optimizer's slots and gradients among it), the scaffold's saver,
+a session, and a restore of the checkpoint the call before had just written
+(docs/performance.md).
 
 Here, as evaluation and prediction do (`warm_graphs`), a `train` call keeps its
 graph and session for the next call where nothing the model is built from

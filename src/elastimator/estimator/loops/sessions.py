@@ -24,8 +24,7 @@ def make_scaffold(spec, config, *, ready_once_made: bool = False) -> tf.compat.v
     built when the scaffold is finalized, after every hook's `begin`, over every global variable and saveable,
     so a restore sets them all or raises; without a checkpoint the default init op initializes them all, and the
     default local init op every local variable. The checks (which variables are still uninitialized, built op
-    by op for each) cost the DeepFM benchmark's training session 60-90 ms before its first step
-    (docs/performance.md).
+    by op for each) are paid before the first step (docs/performance.md, "Costs behind the engine's choices").
     """
     user = spec.scaffold
     if user is not None and user.saver is not None:

@@ -185,8 +185,8 @@ def _suits(parts: kept_training.TrainingParts, config, user_hooks: list, to_trai
         return True  # built for what the config asks, as a new graph would be
     if parts.execution is not None:
         # A loop already run in the kept session serves calls of few steps too. In a new session its first run
-        # is optimized again, which few steps do not pay back (`steps_per_call.FEW_STEPS`: 1.87 s against 0.75
-        # for the benchmark's DeepFM without fused updates, 20 steps); and a hook may need one step per call.
+        # is optimized again, which few steps do not pay back (`steps_per_call.FEW_STEPS`; docs/performance.md);
+        # and a hook may need one step per call.
         steps = None if session_kept else to_train
         return steps_per_call.why_one_step(hooks=user_hooks, check_step=lambda: None, steps_to_train=steps) is None
     return steps_per_call.why_one_step(hooks=user_hooks, steps_to_train=to_train,

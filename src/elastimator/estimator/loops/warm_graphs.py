@@ -157,10 +157,9 @@ class WarmGraphs:
         """Keeps `warm` for the next call of its mode (closing the one it replaces), freeing the iterator the call
         used up on a thread of its own, which the next call waits for (or now, with `free_now`).
 
-        Freeing an exhausted iterator (TensorFlow's, as its session runs the next initializer) took 10-180 ms at
-        the end of a call, and 0.7-1.1 s when left to the next call's start in about one call in four after a
-        `train` (measured on the DeepFM benchmark; the cause inside TensorFlow was not found). The session runs
-        it without the GIL, beside the program.
+        Freeing an exhausted iterator (TensorFlow's, as its session runs the next initializer) can take long,
+        the more so when left to the next call's start after a `train` (docs/performance.md, "Costs behind the engine's choices"). The session runs it without the
+        GIL, beside the program.
         """
         if free_now:
             warm.free_input()
@@ -199,15 +198,15 @@ class WarmGraphs:
 
         Used for training's: another verb is about to open a session of its own, beside which a kept training
         session would hold the model and its optimizer's slots in memory (tf.estimator closed it as each train
-        call ended; 0.84x its peak memory became 1.05x on the DeepFM benchmark with it kept).
+        call ended) (docs/performance.md, "Costs behind the engine's choices").
         """
         with self._lock:
             warm = self._kept.pop(mode, None)
         if warm is None:
             return
         if warm.session is not None:
-            # Closed on a thread of its own, as the verb builds its graph: freeing the input first, the close took
-            # 0.7-1.4 s now and then (`give_back`). The next call of `mode` waits for it (`take`).
+            # Closed on a thread of its own, as the verb builds its graph: freeing the input first, the close can
+            # take long (`give_back`). The next call of `mode` waits for it (`take`).
             warm.freeing = threading.Thread(target=_close_after, args=(warm.session, warm.freeing),
                                             name="elastimator-close-session")
             warm.freeing.start()

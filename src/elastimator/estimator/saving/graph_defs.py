@@ -3,9 +3,8 @@
 A training graph is final once its session exists, yet TensorFlow serializes
 it whole again for each thing that records it: `graph.pbtxt`, the events'
 graph and meta graph, and every checkpoint's `.meta` file (`Saver.save`, once
-per checkpoint). For the DeepFM benchmark's graph, with its several-step loop,
-each serialization takes 20-35 ms, paid before the first step and at every
-checkpoint. Here they all share one GraphDef while the graph stays unchanged.
+per checkpoint), paid before the first step and at every checkpoint (docs/performance.md, "Costs behind the engine's choices").
+Here they all share one GraphDef while the graph stays unchanged.
 """
 
 from __future__ import annotations

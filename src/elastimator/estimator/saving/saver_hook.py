@@ -4,13 +4,12 @@ When the session is created, TensorFlow's hook writes the graph as text
 (`graph.pbtxt`), adds the graph and meta graph to the events, and saves the
 first checkpoint, all before the first step. It makes the whole graph's
 GraphDef once for each, and writes the text with protobuf's pure-Python
-encoder: for the DeepFM benchmark's graph (810 nodes with the several-step
-loop) 0.07 s of encoding, a GraphDef 0.02 s each time.
+encoder (docs/performance.md, "Costs behind the engine's choices").
 
 Here one GraphDef (`graph_defs.of`) serves the file, the events' graph and meta
 graph, and the meta graphs of the checkpoints elastimator's saver writes. The
 text comes from the protobuf runtime's own encoder (`str()` of the message,
-upb's native one: 6 ms for the same graph). The file parses to the same
+upb's native one). The file parses to the same
 GraphDef as TensorFlow's; its bytes may order an op's attributes differently.
 Everything else happens as in TensorFlow's hook, in the same order.
 """
@@ -54,8 +53,8 @@ class CheckpointSaverHook(tf.compat.v1.train.CheckpointSaverHook):
     def _current_step(self, session) -> int:
         """The global step, read while no step runs, from its variable. TensorFlow's hook reads it through the
         step read the training's hooks share, which under several steps per call waits for the call's loop:
-        run alone, that read prepares the loop's whole subgraph (0.06 s of graph optimization for the DeepFM
-        benchmark's) for the one value the variable holds anyway."""
+        run alone, that read prepares (optimizes) the loop's whole subgraph for the one value the variable holds
+        anyway."""
         variable = tf.compat.v1.train.get_global_step()
         return session.run(variable if variable is not None else self._global_step_tensor)
 

@@ -6,8 +6,8 @@ share of a small model's, more so through hooks
 (bench/results/eval_batches_per_call.md). A loop of copies of the batch
 (multi_step's copy: every op the updates run, back to the input iterator and
 the variables, which are shared) runs several batches per call instead.
-Building it costs about 35 ms for that benchmark's 170 ops, which a few hundred
-batches of a small model pay back. So an evaluation runs one batch per call
+Building it costs a few hundred batches of a small model, which they pay back
+(docs/performance.md). So an evaluation runs one batch per call
 until `FEW_BATCHES` have run (in this call, or in earlier calls of a kept
 graph), then builds the loop once and runs up to `PER_CALL` batches per call
 from there on (a kept graph keeps it for its later calls).

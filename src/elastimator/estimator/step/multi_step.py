@@ -102,7 +102,7 @@ def copy_ops(ops: Sequence[tf.Operation]) -> dict[tf.Operation, tf.Operation]:
 
     The copies are imported from the ops' own NodeDefs in one `import_graph_def`, each named for its op under a
     scope of its own (`steps_per_execution/step/`). One import costs about half of creating the ops one by one
-    (0.07-0.12 s instead of 0.16-0.22 s for the DeepFM benchmark's 340 ops), which the first step waits for.
+    (docs/performance.md, "Costs behind the engine's choices"), which the first step waits for.
     Control inputs from outside `ops` are dropped (the loop runs after them already); colocations name ops
     outside the import, so they are set on the copies afterwards rather than prefixed by it.
     """

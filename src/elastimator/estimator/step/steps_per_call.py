@@ -46,9 +46,8 @@ MOST_STEPS = 20
 CALL_SECS = 0.2
 """About how long an automatically sized call lasts."""
 FEW_STEPS = 200
-"""Below this many steps to train, calls run one step: the loop costs 0.1-0.4 s of graph building and first
-optimization per `train` call, and whole calls of 25-150 steps ran 0.72-0.93x as fast with it in every
-measurement (bench/results/loop_break_even.md)."""
+"""Below this many steps to train, calls run one step: the loop's graph building and first optimization per
+`train` call are not paid back by fewer steps (bench/results/loop_break_even.md, docs/performance.md)."""
 
 _STEP_BASED = (
     tf.compat.v1.train.CheckpointSaverHook,

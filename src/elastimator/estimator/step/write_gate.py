@@ -12,7 +12,7 @@ any write (`training_step.is_withdrawn` tells the training loop, which goes on
 with the next batch).
 
 A gate may instead have a fast check, built of graph ops, that decides alone:
-no Python runs in the call (a `numpy_function` costs some 40-130 µs of one),
+no Python runs in the call (a `numpy_function` costs tens of µs of one),
 for a caller that has settled on the host beforehand what the check would wait
 for. The elastic feed's gate, for a trainer with a report ring, is such a
 check of the batch's lease (elastic/report_ring.py).
