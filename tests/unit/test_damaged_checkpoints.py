@@ -62,3 +62,25 @@ def test_training_resumes_from_the_newest_checkpoint_that_reads_whole(tmp_path, 
     assert estimator.evaluate(est.inputs.numpy_input_fn({"x": X}, Y, shuffle=False))["global_step"] == 30
     if damage is _garbage_state_file:
         assert glob.glob(os.path.join(model_dir, "checkpoint.unreadable-*"))  # kept, not deleted
+
+
+def test_a_kept_checkpoint_dir_warns_of_a_damaged_checkpoint_once_and_follows_its_files(tmp_path, caplog):
+    """What a `CheckpointDir` found is its own: polled (as the evaluator polls), it warns once of a damaged
+    checkpoint; another instance warns again; a checkpoint written anew under the same name is looked at anew."""
+    model_dir = str(tmp_path / "model")
+    estimator = est.Estimator(linear_model_fn, model_dir=model_dir, params={"n_classes": 3},
+                              config=est.RunConfig(save_checkpoints_steps=10, log_step_count_steps=None))
+    estimator.train(_input(), max_steps=20)
+    data = glob.glob(os.path.join(model_dir, "model.ckpt-20.data-*"))[0]
+    whole = open(data, "rb").read()
+    _truncate_data(model_dir)
+    polled = checkpoints.CheckpointDir(model_dir)
+    with caplog.at_level(logging.WARNING, logger="elastimator"):
+        assert [polled.newest() for _ in range(3)] == [os.path.join(model_dir, "model.ckpt-10")] * 3
+        assert caplog.text.count("Skipping checkpoint") == 1
+        assert checkpoints.CheckpointDir(model_dir).newest().endswith("model.ckpt-10")
+        assert caplog.text.count("Skipping checkpoint") == 2
+    with open(data, "wb") as f:  # the copy completed: the same name, whole again
+        f.write(whole)
+    assert polled.newest() == os.path.join(model_dir, "model.ckpt-20")
+    assert checkpoints.CheckpointDir.stamp(polled.newest()) == checkpoints.CheckpointDir.stamp(polled.newest())

@@ -226,7 +226,7 @@ class Estimator(PrivateMembers):
 
     def latest_checkpoint(self) -> str | None:
         """The newest checkpoint prefix in model_dir, or None."""
-        return checkpoints.latest_checkpoint(self._model_dir)
+        return checkpoints.CheckpointDir(self._model_dir).newest()
 
     def eval_dir(self, name: str | None = None) -> str:
         """Where `evaluate(name=name)` writes its events."""

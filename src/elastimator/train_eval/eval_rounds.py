@@ -146,9 +146,10 @@ def run_evaluator(estimator, eval_spec: EvalSpec, max_steps: int | None, *, poll
     last: EvalRecord | None = None
     last_round: RoundResult | None = None
     evaluated: str | None = None
+    directory = CheckpointDir(model_dir)  # kept: it reads each checkpoint's index once, warns of damage once
     while True:
         done = training_done(model_dir)
-        checkpoint = CheckpointDir(model_dir).newest()
+        checkpoint = directory.newest()
         if checkpoint is None or checkpoint == evaluated:
             if done:
                 return finalize(estimator, eval_spec, last_round, checkpoint)

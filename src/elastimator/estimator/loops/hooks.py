@@ -33,7 +33,7 @@ class NanLossHook(tf.compat.v1.train.SessionRunHook):
         loss, step = run_values.results
         if np.isfinite(loss):
             return
-        last = checkpoints.latest_checkpoint(self._model_dir)
+        last = checkpoints.CheckpointDir(self._model_dir).newest()
         kept = f"The last good checkpoint, {last}, is intact." if last else "No checkpoint had been written yet."
         raise NanLossError(
             f"Loss became {loss} at global step {step}; training stopped. {kept} "

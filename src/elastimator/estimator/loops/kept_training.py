@@ -16,7 +16,7 @@ changed (the model_fn, params, the RunConfig object):
 - `model_fn` is not called again.
 - The session restores the newest checkpoint unless it holds it already: the
   last call ended by saving its variables as that checkpoint, and nothing wrote
-  another since (a stamp of the files, `warm_graphs.stamp`). A checkpoint of
+  another since (a stamp of the files, `CheckpointDir.stamp`). A checkpoint of
   another program, a rollback, or a call that saved nothing at its end is
   restored, as a new session would.
 - The local variables are initialized again, as in a new session.
@@ -244,10 +244,10 @@ class _Creator(tf.compat.v1.train.SessionCreator):
 def _ready(warm: warm_graphs.WarmGraph, saver, model_dir: str) -> None:
     """Restores the newest checkpoint into the kept session unless it holds it, and initializes the local
     variables, as a new session would."""
-    newest = checkpoints.latest_checkpoint(model_dir)
+    newest = checkpoints.CheckpointDir(model_dir).newest()
     if newest is None:
         raise Rebuild("the model_dir holds no checkpoint now: the model starts from its initializers")
-    stamp = warm_graphs.stamp(newest)
+    stamp = checkpoints.CheckpointDir.stamp(newest)
     if stamp != warm.restored:
         warm.restored = None
         saver.restore(warm.session, newest)
@@ -259,7 +259,7 @@ def _held(session: tf.compat.v1.Session, parts: TrainingParts, model_dir: str) -
     """The stamp of the newest checkpoint when it holds exactly the session's variables (the call's saver wrote it
     at the step the session is at), else None (the next call restores it)."""
     saved = parts.scaffold.saver.last_checkpoints
-    newest = checkpoints.latest_checkpoint(model_dir)
+    newest = checkpoints.CheckpointDir(model_dir).newest()
     if not saved or newest is None or os.path.normpath(saved[-1]) != os.path.normpath(newest):
         return None
     step = int(session.run(parts.built.global_step))
@@ -268,4 +268,4 @@ def _held(session: tf.compat.v1.Session, parts: TrainingParts, model_dir: str) -
             return None
     except Exception:  # noqa: BLE001 - a prefix named otherwise: restore it
         return None
-    return warm_graphs.stamp(newest)
+    return checkpoints.CheckpointDir.stamp(newest)

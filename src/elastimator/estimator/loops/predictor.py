@@ -41,6 +41,7 @@ class Predictor:
     def __init__(self, estimator, serving_input_receiver_fn: Callable, checkpoint_path: str | None = None,
                  predict_keys: str | Sequence[str] | None = None):
         self._model_dir, config = estimator.model_dir, estimator.config
+        self._checkpoints = checkpoints.CheckpointDir(self._model_dir)  # polled by reload()
         warm_graphs.rest_training(estimator)
         self.checkpoint = checkpoints.resolve_for_reading(checkpoint_path, self._model_dir, "predicting")
         self._graph = tf.Graph()
@@ -84,7 +85,7 @@ class Predictor:
 
     def reload(self) -> bool:
         """Restores the newest checkpoint of model_dir if it is newer than the loaded one; returns whether it did."""
-        latest = checkpoints.latest_checkpoint(self._model_dir)
+        latest = self._checkpoints.newest()
         if latest is None or latest == self.checkpoint:
             return False
         self._restore(latest)

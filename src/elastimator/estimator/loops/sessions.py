@@ -96,7 +96,7 @@ class NewestIntactSessionCreator(tf.compat.v1.train.SessionCreator):
     def create_session(self):
         return tf.compat.v1.train.ChiefSessionCreator(
             scaffold=self._scaffold, master=self._master, config=self._config,
-            checkpoint_filename_with_path=checkpoints.latest_checkpoint(self._model_dir),
+            checkpoint_filename_with_path=checkpoints.CheckpointDir(self._model_dir).newest(),
         ).create_session()
 
 

@@ -51,7 +51,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import os
 import threading
 from concurrent import futures
 from typing import Any, Callable, Iterable, Iterator, Mapping
@@ -63,6 +62,7 @@ from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.run_config import RunConfig
 from elastimator.estimator.graph import calls, model_graph, state_updates
 from elastimator.estimator.loops import call_plan, callables
+from elastimator.estimator.saving import checkpoints
 from elastimator.estimator import tf_internals
 
 logger = logging.getLogger("elastimator")
@@ -269,7 +269,7 @@ class Reuse:
         runs = _open(session, scaffold, checkpoint, iterator.initializer, fetches)
         return WarmGraph(mode=self.mode, key=self.key, graph=graph, session=session, iterator=iterator,
                          saver=scaffold.saver, reset=reset, release=release, fetches=dict(fetches), runs=runs,
-                         writes_model=reached.writes_model, restored=stamp(checkpoint))
+                         writes_model=reached.writes_model, restored=checkpoints.CheckpointDir.stamp(checkpoint))
 
 
 def _open(session: tf.compat.v1.Session, scaffold, checkpoint: str, start_input: tf.Operation,
@@ -366,7 +366,7 @@ def _start(warm: WarmGraph, estimator, input_fn: Callable, checkpoint: str) -> b
         if begin is None:
             warm.close()
             return False
-        stamped = stamp(checkpoint)
+        stamped = checkpoints.CheckpointDir.stamp(checkpoint)
         if warm.writes_model or stamped != warm.restored:
             warm.restored = None
             with graph.as_default():  # (outside a graph, a Saver restores eagerly)
@@ -422,16 +422,6 @@ def _same(a: tuple, b: tuple) -> bool:
         except Exception:  # noqa: BLE001 - values that do not compare (arrays): not the same
             return False
     return True
-
-
-def stamp(checkpoint: str) -> tuple:
-    """A checkpoint's path with its index file's size and modification time: a checkpoint written again under the
-    same name (a model_dir trained anew) stamps differently."""
-    try:
-        stat = os.stat(checkpoint + ".index")
-    except OSError:  # not a local file (a gs:// path): restore every call
-        return (checkpoint, object())
-    return (checkpoint, stat.st_size, stat.st_mtime_ns)
 
 
 _RANDOM = ("TruncatedNormal", "Multinomial", "ParameterizedTruncatedNormal")

@@ -1,7 +1,7 @@
 """Checkpoints in a model_dir: finding, validating, reading and writing them.
 
-`CheckpointDir` is what the rest of elastimator asks ("where do I resume?", "which step is saved?"); the
-functions below it are its parts, and the engine's own.
+`CheckpointDir` is what the engine and everything above it ask which checkpoint ("where do I resume?", "which
+step is saved?", "is this the checkpoint I restored?"); the functions below it are its parts.
 """
 
 from __future__ import annotations
@@ -29,15 +29,65 @@ class ResumePoint:
     step: int
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(eq=False)
 class CheckpointDir:
-    """The checkpoints of one model_dir."""
+    """The checkpoints of one model_dir.
+
+    An instance remembers what it found: whether each checkpoint reads whole (read from its index once while its
+    files are unchanged) and which damaged ones it warned of (once each). Keep one to poll a model_dir (the
+    evaluator's loop, a Predictor's reload).
+    """
 
     path: str
+    _verdicts: dict[str, tuple[tuple, str | None]] = dataclasses.field(default_factory=dict, repr=False)
+    """prefix -> (the sizes and times of its files, what `damage` found)."""
+    _reported: set[str] = dataclasses.field(default_factory=set, repr=False)
+    """Damaged checkpoints already warned about."""
 
     def newest(self) -> str | None:
-        """The newest checkpoint that reads whole (a damaged newer one is skipped, with a warning), or None."""
-        return latest_checkpoint(self.path)
+        """The checkpoint to restore: the one the `checkpoint` state file names, or None.
+
+        As tf.estimator did, the state file decides, not the highest step on disk: a user who rolls a model back
+        by pointing `checkpoint` at an older prefix, or a framework that names a prefix of its own (AdaNet's
+        `increment.ckpt-N`), gets that checkpoint. Only when it does not read whole (a truncated `.data` file, a
+        missing `.index`, from a full disk or a copy cut short) is it skipped, with a warning that says why, for
+        the newest intact one; an unreadable or missing state file is bypassed by looking at the checkpoint
+        files themselves.
+        """
+        if not tf.io.gfile.isdir(self.path):
+            return None
+        for prefix in _candidates(self.path, self._reported):
+            problem = self.damage(prefix)
+            if problem is None:
+                return prefix
+            if prefix not in self._reported:
+                self._reported.add(prefix)
+                logger.warning("Skipping checkpoint %s: %s. Using the newest one before it that reads whole.",
+                               prefix, problem)
+        return None
+
+    def damage(self, prefix: str) -> str | None:
+        """`damage(prefix)`, read once while the checkpoint's files are unchanged."""
+        signature = _signature(prefix)
+        if isinstance(signature, str):
+            return signature
+        cached = self._verdicts.get(prefix)
+        if cached is not None and cached[0] == signature:
+            return cached[1]
+        verdict = _read_index_and_sizes(prefix)
+        self._verdicts[prefix] = (signature, verdict)
+        return verdict
+
+    @staticmethod
+    def stamp(prefix: str) -> tuple:
+        """A checkpoint's path with its index file's size and modification time: a checkpoint written again under
+        the same name (a model_dir trained anew) stamps differently; one that is not a local file (gs://) never
+        stamps the same twice."""
+        try:
+            stat = os.stat(prefix + ".index")
+        except OSError:
+            return (prefix, object())
+        return (prefix, stat.st_size, stat.st_mtime_ns)
 
     def resume_point(self) -> ResumePoint:
         """The newest intact checkpoint and the global step stored in it (0 with none)."""
@@ -56,7 +106,7 @@ class CheckpointDir:
 
     def all(self) -> list[str]:
         """Every checkpoint prefix, oldest first."""
-        return all_checkpoints(self.path)
+        return all_checkpoints(self.path, self._reported)
 
     def on_disk(self) -> list[tuple[int, str]]:
         """(global step, prefix) of each checkpoint whose files are there, oldest first."""
@@ -78,33 +128,6 @@ def check_model_dir(model_dir: str) -> str:
     return model_dir
 
 
-def latest_checkpoint(model_dir: str) -> str | None:
-    """The checkpoint to restore from `model_dir`: the one its `checkpoint` state file names, or None.
-
-    As tf.estimator did, the state file decides, not the highest step on disk: a user who rolls a model back
-    by pointing `checkpoint` at an older prefix, or a framework that names a prefix of its own (AdaNet's
-    `increment.ckpt-N`), gets that checkpoint. Only when it does not read whole (a truncated `.data` file, a
-    missing `.index`, from a full disk or a copy cut short) is it skipped, with a warning that says why, for
-    the newest intact one; an unreadable or missing state file is bypassed by looking at the checkpoint files
-    themselves.
-    """
-    if not tf.io.gfile.isdir(model_dir):
-        return None
-    for prefix in _candidates(model_dir):
-        problem = damage(prefix)
-        if problem is None:
-            return prefix
-        if prefix not in _reported:
-            _reported.add(prefix)
-            logger.warning("Skipping checkpoint %s: %s. Using the newest one before it that reads whole.", prefix,
-                           problem)
-    return None
-
-
-_reported: set[str] = set()
-"""Damaged checkpoints already warned about (the evaluator looks for checkpoints every second)."""
-
-
 def repair_state_file(model_dir: str) -> None:
     """Chief, before training: an unreadable `checkpoint` state file is moved aside (kept, not deleted) and
     rewritten from the checkpoints on disk, so the saver can resume its bookkeeping."""
@@ -124,9 +147,11 @@ def repair_state_file(model_dir: str) -> None:
                    len(intact), kept)
 
 
-def _candidates(model_dir: str) -> list[str]:
+def _candidates(model_dir: str, reported: set[str] | None = None) -> list[str]:
     """Checkpoint prefixes to restore, in order of preference: the one the state file names, then those it
-    lists and those whose files are on disk, newest first."""
+    lists and those whose files are on disk, newest first. An unreadable state file is warned of once per
+    `reported` (a `CheckpointDir`'s)."""
+    reported = set() if reported is None else reported
     named: list[str] = []
     listed: list[str] = []
     try:
@@ -136,8 +161,8 @@ def _candidates(model_dir: str) -> list[str]:
             listed = [*state.all_model_checkpoint_paths, state.model_checkpoint_path]
             named = [state.model_checkpoint_path] if state.model_checkpoint_path else []
     except Exception as e:  # pylint: disable=broad-except  # UnicodeDecodeError, text_format.ParseError, OpError
-        if model_dir not in _reported:
-            _reported.add(model_dir)
+        if model_dir not in reported:
+            reported.add(model_dir)
             logger.warning("The checkpoint state file %s is unreadable (%s: %s); looking for checkpoint files "
                            "instead.", os.path.join(model_dir, "checkpoint"), type(e).__name__, str(e)[:200])
     on_disk = [path[:-len(".index")] for path in tf.io.gfile.glob(os.path.join(model_dir, "*.index"))]
@@ -164,16 +189,18 @@ def _step_or_none(prefix: str) -> int | None:
         return None
 
 
-_verdicts: dict[str, tuple[tuple, str | None]] = {}
-"""prefix -> (the sizes and times of its files, what `damage` found), so that polling reads no index twice."""
-
-
 def damage(prefix: str) -> str | None:
     """Why the checkpoint `prefix` cannot be restored whole, or None when it can.
 
     Reads the index (not the values): every variable must have its `.data` shard, and
     the shards must hold at least the bytes the fixed-size variables need.
     """
+    signature = _signature(prefix)
+    return signature if isinstance(signature, str) else _read_index_and_sizes(prefix)
+
+
+def _signature(prefix: str) -> tuple | str:
+    """The sizes and modification times of a checkpoint's files, or why there are none to read."""
     if not tf.io.gfile.exists(prefix + ".index"):
         return f"its index file {os.path.basename(prefix)}.index is missing"
     files = [prefix + ".index", *tf.io.gfile.glob(prefix + ".data-*")]
@@ -181,13 +208,7 @@ def damage(prefix: str) -> str | None:
         stats = [tf.io.gfile.stat(path) for path in files]
     except tf.errors.NotFoundError:  # keep_checkpoint_max deleted it between the glob and the stat
         return "its files went away while being looked at"
-    signature = tuple((path, st.length, st.mtime_nsec) for path, st in zip(files, stats))
-    cached = _verdicts.get(prefix)
-    if cached is not None and cached[0] == signature:
-        return cached[1]
-    verdict = _read_index_and_sizes(prefix)
-    _verdicts[prefix] = (signature, verdict)
-    return verdict
+    return tuple((path, st.length, st.mtime_nsec) for path, st in zip(files, stats))
 
 
 _SHARD_COUNT = re.compile(r"\.data-\d+-of-(\d+)$")
@@ -233,7 +254,7 @@ def resolve(checkpoint_path: str | None, model_dir: str) -> str | None:
         CheckpointError: when `checkpoint_path` was given but names no checkpoint.
     """
     if checkpoint_path is None:
-        return latest_checkpoint(model_dir)
+        return CheckpointDir(model_dir).newest()
     if tf.io.gfile.isdir(checkpoint_path):
         found = tf.train.latest_checkpoint(checkpoint_path)
         if found is None:
@@ -260,11 +281,11 @@ def resolve_for_reading(checkpoint_path: str | None, model_dir: str, purpose: st
     return checkpoint
 
 
-def all_checkpoints(model_dir: str) -> list[str]:
+def all_checkpoints(model_dir: str, reported: set[str] | None = None) -> list[str]:
     """All checkpoint prefixes in model_dir (listed by its state file, or found on disk), oldest first."""
     if not tf.io.gfile.isdir(model_dir):
         return []
-    return sorted(_candidates(model_dir), key=_step_then_unnumbered)
+    return sorted(_candidates(model_dir, reported), key=_step_then_unnumbered)
 
 
 def global_step_of(checkpoint: str | None) -> int:
