@@ -40,6 +40,7 @@ tf = require_supported()  # Imported by elastimator, TensorFlow leaves Keras for
 # pylint: disable=wrong-import-position
 from elastimator.compat import api, deeprec, dlrover
 from elastimator.compat.keras_estimator import KerasEstimator
+from elastimator.migrate import surface
 
 __all__ = ["install", "installed", "uninstall"]
 
@@ -101,7 +102,12 @@ def install() -> None:
     top.__path__ = []
     modules = {_TOP: top, f"{_TOP}.estimator": public["v2"], "tensorflow.estimator": public["v2"],
                "tensorflow.compat.v1.estimator": public["v1"], **api.private_modules()}
-    top.python = modules[f"{_TOP}.python.estimator"]  # Lets attribute access reach it too.
+    # The package between the top and the private root, so that `import tensorflow_estimator.python.estimator.X
+    # as x` (which walks attributes from the top) and `from tensorflow_estimator.python import estimator` work.
+    python = api._module(f"{_TOP}.python", "tensorflow_estimator.python, served by elastimator.compat.",  # pylint: disable=protected-access
+                         estimator=modules[f"{_TOP}.python.estimator"])
+    python.__path__ = []
+    modules[python.__name__] = top.python = python
     roots = api.PRIVATE_ROOTS + (_TOP,)
     if not dlrover.real_dlrover_installed():
         modules.update(dlrover.modules())
@@ -130,6 +136,12 @@ def install() -> None:
         if "estimator" not in vars(owner):
             setattr(owner, "estimator", value)
             state.attributes.append((owner, "estimator", _ABSENT))
+    for name in surface.REMOVED_TF_MODULES:  # `tensorflow.python.distribute.estimator_training`, as an attribute too
+        parent, _, child = name.rpartition(".")
+        owner = importlib.import_module(parent)
+        if child not in vars(owner):
+            setattr(owner, child, modules[name])
+            state.attributes.append((owner, child, _ABSENT))
     for owner, name, value in deeprec.attributes():
         state.attributes.append((owner, name, vars(owner).get(name, _ABSENT)))
         setattr(owner, name, value)

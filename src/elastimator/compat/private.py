@@ -4,6 +4,7 @@ says which module served each and who uses it).
 * `util`: `parse_input_fn_result`, `parse_iterator_result`, `fn_args` (AdaNet, EasyRec);
 * `estimator_export.estimator_export`: the decorator that named a symbol's public API path (EasyRec);
 * `estimator._load_global_step_from_checkpoint_dir` (Mesh TensorFlow, GPT-Neo, the TPU models);
+* `estimator.maybe_overwrite_model_dir_and_session_config`: the config an Estimator subclass runs with (TF Lattice);
 * `tpu.tpu_estimator.BatchConfig` and `model_fn_inference_on_tpu` (AdaNet's TPU export path);
 * TensorFlow's `distribute.estimator_training`, which left TensorFlow with tf.estimator (EasyRec).
 """
@@ -11,12 +12,16 @@ says which module served each and who uses it).
 from __future__ import annotations
 
 import collections
+import logging
+import os
+import tempfile
 from typing import Any, Callable
 
 import tensorflow as tf
 from tensorflow.python.util import function_utils
 
-from elastimator.estimator import EstimatorSpec, ModeKeys, call_model_fn, dataset_element, global_step_of
+from elastimator.errors import ConfigError
+from elastimator.estimator import EstimatorSpec, ModeKeys, RunConfig, call_model_fn, dataset_element, global_step_of
 from elastimator.train_eval import train_and_evaluate as _train_and_evaluate
 
 fn_args = function_utils.fn_args
@@ -63,6 +68,33 @@ def _load_global_step_from_checkpoint_dir(checkpoint_dir: str) -> int:
     """The global step of the checkpoint `checkpoint_dir`'s state file names; 0 without one."""
     checkpoint = tf.train.latest_checkpoint(checkpoint_dir)
     return global_step_of(checkpoint) if checkpoint else 0
+
+
+def maybe_overwrite_model_dir_and_session_config(config: RunConfig | None, model_dir) -> RunConfig:
+    """The `RunConfig` an Estimator made with `config` and `model_dir` runs with: `config` (a default one for None)
+    whose `model_dir` is `model_dir`, else config's own, else a new temporary directory.
+
+    2.15 also filled in a missing `session_config` with its default; here it stays None, which the Estimator
+    reads as its default session config for the task's role.
+
+    Raises:
+        ConfigError: (a ValueError, as 2.15 raised) `config` is not a RunConfig, or `model_dir` and
+            `config.model_dir` differ.
+    """
+    if config is None:
+        config = RunConfig()
+    elif not isinstance(config, RunConfig):
+        raise ConfigError(f"config must be an elastimator.RunConfig (tf.estimator.RunConfig); got "
+                          f"{type(config).__name__}.")
+    model_dir = os.fspath(model_dir) if model_dir is not None else None
+    if model_dir and config.model_dir and model_dir != config.model_dir:
+        raise ConfigError(f"model_dir={model_dir!r} differs from config.model_dir={config.model_dir!r}. Set it in "
+                          "one place, or make them equal.")
+    resolved = model_dir or config.model_dir
+    if not resolved:
+        resolved = tempfile.mkdtemp(prefix="elastimator-")
+        logging.getLogger(__name__).warning("model_dir not set; using temporary directory %s.", resolved)
+    return config if resolved == config.model_dir else config.replace(model_dir=resolved)
 
 
 class BatchConfig(collections.namedtuple("BatchConfig", [

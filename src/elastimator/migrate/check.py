@@ -10,6 +10,11 @@ Reads Python source with `ast` (nothing is imported or run, TensorFlow is not lo
 * tf.estimator 2.15's private `Estimator` members (`_call_model_fn`, `_config`, ...), where a file that uses
   tf.estimator calls one, or an Estimator subclass overrides or reads one.
 
+Names are followed through what a module binds: an assignment of an imported path (`tf = tf.compat.v1`,
+`tf_estimator = tf.estimator`), and, across the files checked together, another module's names (AdaNet's
+`from adanet import tf_compat` then `tf_compat.v1.estimator.tpu.TPUEstimator`, where `adanet/tf_compat` binds
+`v1 = tf.compat.v1`), relative imports included.
+
 Each use is checked against `migrate.surface`, the table `elastimator.compat` serves from.
 """
 
@@ -82,22 +87,48 @@ def sources(path: str) -> list[str]:
 
 
 def check_paths(paths: Iterable[str]) -> list[Use]:
-    """Every use in every file under `paths`, in file and line order."""
+    """Every use in every file under `paths`, in file and line order, names followed through the modules
+    checked together (see the module docstring)."""
+    trees = {source: _parse(source) for path in paths for source in sources(path)}
+    exports: dict[str, dict[str, str]] = {}
+    for source, tree in trees.items():  # first pass: what each module binds
+        if tree is not None:
+            scanner = _Scanner(source, _module_name(source), {})
+            scanner.scan(tree)
+            exports[scanner.module] = scanner.aliases
     uses: list[Use] = []
-    for path in paths:
-        for source in sources(path):
-            uses += check_file(source)
+    for source, tree in trees.items():
+        if tree is not None:
+            uses += _sorted(_Scanner(source, _module_name(source), exports).scan(tree))
     return uses
 
 
 def check_file(path: str) -> list[Use]:
     """The uses in one file (none when it does not parse as Python 3)."""
+    tree = _parse(path)
+    return [] if tree is None else _sorted(_Scanner(path, _module_name(path), {}).scan(tree))
+
+
+def _parse(path: str) -> ast.AST | None:
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            tree = ast.parse(f.read(), filename=path)
+            return ast.parse(f.read(), filename=path)
     except (SyntaxError, ValueError):
-        return []
-    return sorted(set(_Scanner(path).scan(tree)), key=lambda u: (u.line, u.name))
+        return None
+
+
+def _sorted(uses: list[Use]) -> list[Use]:
+    return sorted(set(uses), key=lambda u: (u.line, u.name))
+
+
+def _module_name(path: str) -> str:
+    """The dotted name a file imports as, from the packages (folders with `__init__.py`) it is in."""
+    folder, name = os.path.split(os.path.abspath(path))
+    parts = [] if name == "__init__.py" else [name.removesuffix(".py")]
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        folder, package = os.path.split(folder)
+        parts.insert(0, package)
+    return ".".join(parts)
 
 
 def _classify(dotted: str) -> tuple[str, str, bool, str] | None:
@@ -175,10 +206,14 @@ def _public(parts: list[str]):
 class _Scanner(ast.NodeVisitor):
     """Finds the uses in one module: imports, attribute chains on imported names, Estimator members."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, module: str = "", exports: dict[str, dict[str, str]] | None = None):
         self.path = path
+        self.module = module
+        """The dotted name of the file's module ("" when unknown), for its relative imports."""
+        self.exports = exports or {}
+        """Module name -> the aliases that module binds (other files checked together)."""
         self.aliases: dict[str, str] = {}
-        """Local name -> the dotted path it was imported as."""
+        """Local name -> the dotted path it was imported as, or assigned from."""
         self.uses: list[Use] = []
         self.uses_estimator = False
         self.estimator_classes: list[bool] = []
@@ -199,6 +234,27 @@ class _Scanner(ast.NodeVisitor):
         self.uses_estimator = True
         return True
 
+    def _through(self, dotted: str) -> str:
+        """`dotted` with a leading path another checked module binds replaced by what it binds, repeatedly
+        (`adanet.tf_compat.v1.estimator` -> `tensorflow.compat.v1.estimator`)."""
+        for _ in range(8):  # a chain of re-exports; bounded, so a module binding itself cannot loop
+            parts = dotted.split(".")
+            for cut in range(len(parts) - 1, 0, -1):
+                bound = self.exports.get(".".join(parts[:cut]), {}).get(parts[cut])
+                if bound is not None:
+                    dotted = ".".join([bound, *parts[cut + 1:]])
+                    break
+            else:
+                return dotted
+        return dotted
+
+    def _dotted(self, node: ast.AST) -> str | None:
+        """The dotted path an expression `a.b.c` names through the module's aliases, or None."""
+        chain = _chain(node)
+        if chain is None or chain[0] not in self.aliases:
+            return None
+        return self._through(".".join([self.aliases[chain[0]], *chain[1:]]))
+
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
             if alias.asname:
@@ -209,20 +265,34 @@ class _Scanner(ast.NodeVisitor):
                 self._add(node, alias.name)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        if node.level or not node.module:
+        module = node.module
+        if node.level:  # relative: from the file's own package
+            package = self.module.split(".") if self.module else []
+            if not self.path.endswith("__init__.py"):
+                package = package[:-1]
+            if not self.module or node.level - 1 > len(package):
+                return
+            module = ".".join(package[:len(package) - node.level + 1] + ([node.module] if node.module else []))
+        if not module:
             return
         for alias in node.names:
-            dotted = f"{node.module}.{alias.name}"
+            dotted = f"{module}.{alias.name}"
             self.aliases[alias.asname or alias.name] = dotted
+            dotted = self._through(dotted)
             if "estimator" in dotted and _classify(dotted) is not None:
                 self._add(node, dotted)
 
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.generic_visit(node)
+        if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            dotted = self._dotted(node.value)
+            if dotted is not None and dotted.split(".")[0] in ("tensorflow", "tensorflow_estimator"):
+                self.aliases[node.targets[0].id] = dotted  # `tf = tf.compat.v1`, `tf_estimator = tf.estimator`
+
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        chain = _chain(node)
-        if chain is not None and chain[0] in self.aliases:
-            dotted = ".".join([self.aliases[chain[0]], *chain[1:]])
-            if "estimator" in dotted and self._add(node, dotted):
-                return  # the longest chain was classified; its prefixes are the same use
+        dotted = self._dotted(node)
+        if dotted is not None and "estimator" in dotted and self._add(node, dotted):
+            return  # the longest chain was classified; its prefixes are the same use
         self._member(node, node.attr, node.value)
         self.generic_visit(node)
 

@@ -116,6 +116,47 @@ def get_optimizer_instance(optimizer, learning_rate: float | None = None):
     )
 
 
+KERAS_OPTIMIZERS: dict[str, str] = {"Adagrad": "Adagrad", "Adam": "Adam", "Ftrl": "Ftrl", "RMSProp": "RMSprop",
+                                    "SGD": "SGD"}
+"""Names `get_optimizer_instance_v2` takes -> the tf-keras legacy optimizer class each makes."""
+
+
+def get_optimizer_instance_v2(optimizer, learning_rate: float | None = None):
+    """A tf-keras legacy optimizer (`OptimizerV2`), as tf.estimator 2.15's TF2 canned estimators took one.
+
+    Args:
+        optimizer: A name from `KERAS_OPTIMIZERS` (made with `learning_rate`, or the class's own default), a
+            tf-keras legacy optimizer, a newer tf-keras optimizer handed over eagerly (converted to its legacy
+            twin, as 2.15 did), or a no-argument callable returning one of those.
+        learning_rate: Used when `optimizer` is a name.
+
+    Raises:
+        ConfigError: (a ValueError, as 2.15 raised) the name is unknown, a newer tf-keras optimizer came inside
+            a graph, or the object is not a tf-keras optimizer.
+    """
+    keras = tf_keras()
+    if isinstance(optimizer, str):
+        if optimizer not in KERAS_OPTIMIZERS:
+            raise ConfigError(f"optimizer: unknown name {optimizer!r}; expected one of {sorted(KERAS_OPTIMIZERS)}, "
+                              "a tf.keras.optimizers.legacy optimizer, or a callable returning one.")
+        cls = getattr(keras.optimizers.legacy, KERAS_OPTIMIZERS[optimizer])
+        return cls(learning_rate=learning_rate) if learning_rate else cls()
+    if callable(optimizer) and _keras_kind(optimizer) is None:
+        optimizer = optimizer()
+    kind = _keras_kind(optimizer)
+    if kind == "tf_keras":
+        if not tf.executing_eagerly():
+            raise ConfigError(f"optimizer: tf.keras.optimizers.{type(optimizer).__name__} was handed over inside a "
+                              f"graph, where it cannot be converted; use tf.keras.optimizers.legacy."
+                              f"{type(optimizer).__name__}(...) (tf.estimator 2.15 refused it there too).")
+        return keras.__internal__.optimizers.convert_to_legacy_optimizer(optimizer)
+    if kind == "legacy":
+        return optimizer
+    raise ConfigError(f"optimizer: expected a tf.keras.optimizers.legacy optimizer, a name from "
+                      f"{sorted(KERAS_OPTIMIZERS)}, or a callable returning one; got "
+                      f"{type(optimizer).__module__}.{type(optimizer).__name__}.")
+
+
 def minimize(optimizer, loss: tf.Tensor, var_list=None, global_step=None) -> tf.Operation:
     """One update of `var_list` (default: the trainable variables) that also increments `global_step`, if given.
 
@@ -129,7 +170,9 @@ def minimize(optimizer, loss: tf.Tensor, var_list=None, global_step=None) -> tf.
         # Under train_distribute a v1 optimizer divides a mean loss by the replicas itself (their gradients are
         # summed); a tf-keras one does not, so the mean is divided here, as 2.15's heads did.
         loss = loss / replicas
-    if global_step is not None:
+    if global_step is not None and not any(weight is global_step for weight in optimizer.weights):
+        # A caller may have made the global step its `iterations` already (TF Lattice's canned estimators do,
+        # as 2.15's own did, before handing the optimizer to a head); tf-keras refuses a second assignment.
         optimizer.iterations = global_step
     if var_list is None:
         var_list = tf.compat.v1.trainable_variables()
