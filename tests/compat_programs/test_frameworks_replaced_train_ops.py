@@ -18,11 +18,11 @@ def test_a_train_op_built_and_not_returned_is_not_run_as_in_2_15(tmp_path):
     got, reference = run_program("discarded_train_op", tmp_path), REFERENCE["discarded_train_op"]
     assert got["variables"] == reference["variables"]
     assert got["global_step"] == reference["global_step"] == 30
-    # The dropped Adam's slots and beta powers keep their initial values, the tf.keras BatchNormalization's
-    # ungrouped moving statistics theirs; the returned Adagrad's arithmetic is deterministic from zeros.
+    # The dropped Adam's slots and beta powers keep their initial values, the hand-kept momentum its zeros; the
+    # returned Adagrad's arithmetic is deterministic from zeros.
     for name, value in reference["abs_sums"].items():
         assert got["abs_sums"][name] == pytest.approx(value, rel=1e-4, abs=1e-5), name
-    assert reference["abs_sums"]["dropped/w/Adam"] == 0.0 and reference["abs_sums"]["bn/moving_mean"] == 0.0
+    assert reference["abs_sums"]["dropped/w/Adam"] == 0.0 and reference["abs_sums"]["momentum"] == 0.0
 
 
 def _without_repeated_scope(name: str) -> str:

@@ -1,9 +1,9 @@
 """A model_fn that builds one train op and returns another, as Neural Structured Learning's regularizers do (they
 call the base model_fn in TRAIN mode and return `base_spec._replace(train_op=<their own minimize>)`): an Adam
-minimize is built and dropped, an Adagrad minimize of twice the loss is returned, both stepping the global step.
-A tf.keras BatchNormalization's moving statistics are never grouped into the train op. tf.estimator 2.15 ran the
-returned op only: the global step counts each step once, the dropped Adam's slots and beta powers keep their
-initial values, and the moving statistics theirs. Prints `RESULT {json}`.
+minimize is built and dropped, an Adagrad minimize of twice the loss is returned, both stepping the global step,
+and a momentum of the gradient kept by hand is updated by an assign nothing runs. tf.estimator 2.15 ran the
+returned op only: the global step counts each step once, the dropped Adam's slots and beta powers and the hand-kept
+momentum keep their initial values. Prints `RESULT {json}`.
 """
 import json
 import sys
@@ -21,10 +21,11 @@ def input_fn():
 
 
 def model_fn(features, labels, mode):
-    normalized = tf.keras.layers.BatchNormalization(momentum=0.5, name="bn")(
-        features["x"], training=mode == tf.estimator.ModeKeys.TRAIN)
     w = tf.compat.v1.get_variable("w", [3, 1], initializer=tf.compat.v1.zeros_initializer())
-    loss = tf.reduce_mean(tf.square(normalized @ w - labels))
+    loss = tf.reduce_mean(tf.square(features["x"] @ w - labels))
+    momentum = tf.compat.v1.get_variable("momentum", [3, 1], initializer=tf.compat.v1.zeros_initializer(),
+                                         trainable=False)
+    tf.compat.v1.assign(momentum, 0.9 * momentum + tf.gradients(loss, w)[0])
     global_step = tf.compat.v1.train.get_global_step()
     with tf.compat.v1.variable_scope("dropped"):
         tf.compat.v1.train.AdamOptimizer(0.1).minimize(loss, global_step=global_step)

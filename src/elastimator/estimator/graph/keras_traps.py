@@ -11,12 +11,11 @@ Keras 3 layers build fine in a `tf.Graph`, but:
    re-raise with the fix: `mode` is a Python string, so
    `training=(mode == ModeKeys.TRAIN)` is a Python bool and works.
 2. `BatchNormalization` creates its moving-statistics assigns, but nothing runs
-   them (Keras 3 has no UPDATE_OPS). We attach those updates to the train_op,
-   the way `tf.compat.v1.layers` users attached UPDATE_OPS by hand, and no
-   others: tf.estimator 2.15 ran the returned train_op only, so an update the
-   model_fn built and dropped (a discarded optimizer's, a tf-keras layer's
-   whose `updates` the user did not group) stays unrun here too
-   (`attach_dangling_updates` gives the rule).
+   them (Keras 3 has no UPDATE_OPS). We attach such dangling updates of a
+   layer's state to the train_op, the way `tf.compat.v1.layers` users attached
+   UPDATE_OPS by hand, and never an optimizer's: tf.estimator 2.15 ran the
+   returned train_op only, so an optimizer the model_fn built and dropped stays
+   unrun here too (`attach_dangling_updates` gives the rule).
 3. Weight regularizers are not added to the REGULARIZATION_LOSSES collection,
    so `tf.compat.v1.losses.get_regularization_loss()` silently returns 0. The
    engine cannot change a train_op already built from the loss, so when a
@@ -97,39 +96,35 @@ def fresh_keras_names() -> Iterator[None]:
 def attach_dangling_updates(
     spec: EstimatorSpec, graph: tf.Graph, model_fn_start: int, input_ops: set[tf.Operation]
 ) -> EstimatorSpec:
-    """Adds the never-run updates of Keras 3 layers' state (BatchNormalization's moving statistics) to the train_op.
+    """Adds the never-run updates of layers' state (Keras 3 BatchNormalization's moving statistics) to the train_op.
 
     An assign is attached only if all of these hold:
 
     * model_fn made it, and neither the train_op nor the loss runs it;
-    * it writes a non-trainable `keras.Variable` (Keras 3's own state). A `tf.Variable` is never one: a
-      tf.compat.v1 optimizer's slots, its beta powers and the global step are, and so are a tf-keras or
-      tf.compat.v1.layers layer's moving statistics, which 2.15 ran only when the user grouped them;
-    * it is computed from the input batch (a moving statistic is; a reset or a constant step is not);
-    * running it writes nothing else that the train_op does not write already. A tf.compat.v1 optimizer
-      updates its beta powers and the global step after its variable updates: attaching one of those
-      would run a discarded optimizer whole, as an Estimator given another train_op never did
-      (Neural Structured Learning's regularizers return their own train_op in place of the base
-      model's).
+    * it writes a non-trainable variable other than the global step;
+    * it is computed from the input batch, by the forward pass: a layer's statistic is. An optimizer's slot
+      update is computed from a gradient (an op that `tf.gradients` made: it marks each with the op it
+      differentiates), a reset or a counter from no batch at all;
+    * running it writes nothing else that the train_op does not write already. Every tf.compat.v1 and
+      tf-keras optimizer updates its beta powers, its iterations or the global step after its variables:
+      attaching one of those would run a dropped optimizer whole, which an Estimator given another
+      train_op never did (Neural Structured Learning's regularizers return their own train_op in place
+      of the base model's).
     """
     will_run = state_updates.ancestors([spec.train_op, spec.loss])
     trainable = {v.op for v in graph.get_collection(tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)}
     every_var = {v.op for v in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)}
-    candidates = state_updates.dangling_updates(graph, model_fn_start, will_run, every_var - trainable)
-    if not candidates:
-        return spec
-    keras3_state = _keras3_variable_ops(graph, {state_updates.target_variable_op(op) for op in candidates})
+    global_step = {v.op for v in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_STEP)}
     updates = []
-    for op in candidates:
-        if state_updates.target_variable_op(op) not in keras3_state:
-            continue
+    for op in state_updates.dangling_updates(graph, model_fn_start, will_run, every_var - trainable - global_step):
         runs = state_updates.ancestors([op])
-        if runs & input_ops and not any(writes_state(o) for o in runs - will_run - {op}):
+        if (runs & input_ops and not any(_from_gradient(o) for o in runs)
+                and not any(writes_state(o) for o in runs - will_run - {op})):
             updates.append(op)
     if not updates:
         return spec
     logger.info(
-        "Running %d Keras 3 state update(s) that nothing else runs (e.g. BatchNormalization moving "
+        "Running %d state update(s) that nothing else runs (e.g. Keras 3 BatchNormalization moving "
         "statistics) with each train step: %s", len(updates), ", ".join(op.name for op in updates[:8]),
     )
     with graph.as_default():
@@ -137,19 +132,9 @@ def attach_dangling_updates(
     return spec._replace(train_op=train_op)
 
 
-def _keras3_variable_ops(graph: tf.Graph, variable_ops: set[tf.Operation]) -> set[tf.Operation]:
-    """Those of `variable_ops` (handle ops of `graph`'s variables) that hold a Keras 3 variable's value."""
-    keras = sys.modules.get("keras")
-    if keras is None or not getattr(keras, "__version__", "").startswith("3."):
-        return set()
-    tf_vars = [v for v in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES) if v.op in variable_ops]
-    if not tf_vars:
-        return set()
-    return {
-        o._value.op for o in gc.get_referrers(*tf_vars)  # pylint: disable=protected-access
-        if isinstance(o, keras.Variable) and getattr(o, "_value", None) is not None
-        and o._value.graph is graph and o._value.op in variable_ops  # pylint: disable=protected-access
-    }
+def _from_gradient(op: tf.Operation) -> bool:
+    """Whether `tf.gradients` made `op` (it records the forward op each gradient op differentiates)."""
+    return getattr(op, "_original_op", None) is not None
 
 
 def _keras3_regularized(graph: tf.Graph) -> list:
