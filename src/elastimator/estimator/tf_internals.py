@@ -71,6 +71,13 @@ def op_id(op) -> int:
     return op._id
 
 
+def made_by_gradients(op) -> bool:
+    """Whether `tf.gradients` made an op: it records on each the forward op it differentiates
+    (Operation._original_op). If gone: treat no op as a gradient's (the Keras trap then also attaches updates
+    computed from gradients, which a dropped optimizer makes)."""
+    return getattr(op, "_original_op", None) is not None
+
+
 def unfinalize(graph) -> None:
     """Lets ops be added to a finalized graph a kept session runs (Graph._unsafe_unfinalize): a call's input pipeline
     joins the kept graph. If gone: build afresh every call (RunConfig(reuse_graphs=False) behaviour)."""
@@ -191,7 +198,8 @@ def tf_keras_seed_generators():
 
 
 __all__ = [
-    "MODULES", "HookedSession", "MonitoredSessionBase", "CoordinatedSessionCreator", "op_id", "unfinalize",
+    "MODULES", "HookedSession", "MonitoredSessionBase", "CoordinatedSessionCreator", "op_id", "made_by_gradients",
+    "unfinalize",
     "session_closed", "do_call", "make_callable_now", "add_control_input", "set_attr", "control_flow_context",
     "in_multi_worker_mode", "update_config_proto", "scale_loss_for_estimator", "on_default_cross_device_ops",
     "resource_apply_dense", "set_steps_per_run", "timer_every_steps", "timer_last_triggered_step",

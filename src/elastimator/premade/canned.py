@@ -34,6 +34,22 @@ class Part:
     """Learning rate when `optimizer` is a name."""
 
 
+def scope_path(within: str, scope: str | None) -> str:
+    """The full name of variable scope `scope` opened inside scope `within` ('' is the graph's root)."""
+    return "/".join(name for name in (within, scope) if name)
+
+
+def trainable_under(scope: str) -> list:
+    """The trainable variables under variable scope `scope` (its full name; '' is every one).
+
+    A model's own variables are those under the scope it opened, wherever the model_fn was called from: a
+    framework may call it inside scopes of its own (AdaNet's AutoEnsembleEstimator calls each candidate's
+    model_fn in a template), as tf.estimator 2.15's canned estimators trained their model's variables then.
+    """
+    variables = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)
+    return [v for v in variables if not scope or v.op.name.startswith(scope + "/")]
+
+
 def classification_head(n_classes: int, weight_column, label_vocabulary, loss_reduction) -> Head:
     """Binary head for 2 classes, multi-class above; the canned classifiers' choice."""
     if not isinstance(n_classes, int) or n_classes < 2:
@@ -90,14 +106,14 @@ class CannedEstimator(Estimator, abc.ABC):
         """The head's `train_op_fn`: the parts' optimizers minimizing the loss (a model whose solver reads the
         batch itself, as SDCA does, builds its train op from `features` and `labels` instead)."""
         del features, labels
-        return self._train_op
+        within = tf.compat.v1.get_variable_scope().name  # the scope the model's own variables are under
+        return lambda loss: self._train_op(loss, within)
 
-    def _train_op(self, loss: tf.Tensor) -> tf.Operation:
-        trainable = tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES
+    def _train_op(self, loss: tf.Tensor, within: str) -> tf.Operation:
         global_step = tf.compat.v1.train.get_global_step()
         steps, counted = [], False
         for part in self._parts:
-            variables = tf.compat.v1.get_collection(trainable, scope=part.scope)
+            variables = trainable_under(scope_path(within, part.scope))
             if variables:
                 optimizer = optimizers.get_optimizer_instance(part.optimizer, part.learning_rate)
                 # A Keras optimizer counts steps in its `iterations`: the first one counts the global step.
@@ -106,7 +122,7 @@ class CannedEstimator(Estimator, abc.ABC):
                 counted = counted or counts
         if not steps:
             raise ConfigError(f"{type(self).__name__}: the model has no trainable variables under "
-                              f"{[p.scope for p in self._parts]}.")
+                              f"{[scope_path(within, p.scope) for p in self._parts]}.")
         if counted:
             return tf.group(*steps)
         with tf.control_dependencies(steps):

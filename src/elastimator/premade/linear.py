@@ -7,7 +7,7 @@ import math
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
-from elastimator.premade.canned import CannedEstimator, Part, classification_head, regression_head
+from elastimator.premade.canned import CannedEstimator, Part, classification_head, regression_head, scope_path
 from elastimator.premade.classification import BinaryClassHead
 from elastimator.premade.features import check_columns, linear_logits
 from elastimator.premade.regression import RegressionHead
@@ -50,7 +50,8 @@ class _Linear(CannedEstimator):
         if isinstance(labels, tf.Tensor) and labels.dtype == tf.string:
             raise ConfigError(f"{type(self).__name__} with LinearSDCA: labels must be numbers (0 or 1 for a "
                               "classifier); got strings. Map them to 0 / 1 in input_fn instead of label_vocabulary.")
-        variables = _LinearModelVariables(f"{LINEAR_SCOPE}/linear_model")
+        within = tf.compat.v1.get_variable_scope().name  # a framework may call model_fn inside scopes of its own
+        variables = _LinearModelVariables(scope_path(within, LINEAR_SCOPE) + "/linear_model")
 
         def train_op_fn(loss):
             del loss  # SDCA solves for the batch's dual variables; it takes no gradient of the loss.

@@ -11,9 +11,11 @@ Keras 3 layers build fine in a `tf.Graph`, but:
    re-raise with the fix: `mode` is a Python string, so
    `training=(mode == ModeKeys.TRAIN)` is a Python bool and works.
 2. `BatchNormalization` creates its moving-statistics assigns, but nothing runs
-   them (Keras 3 has no UPDATE_OPS). We attach every such dangling update of a
-   non-trainable variable that is computed from the input batch to the
-   train_op, the way `tf.compat.v1.layers` users attached UPDATE_OPS by hand.
+   them (Keras 3 has no UPDATE_OPS). We attach such dangling updates of a
+   layer's state to the train_op, the way `tf.compat.v1.layers` users attached
+   UPDATE_OPS by hand, and never an optimizer's: tf.estimator 2.15 ran the
+   returned train_op only, so an optimizer the model_fn built and dropped stays
+   unrun here too (`attach_dangling_updates` gives the rule).
 3. Weight regularizers are not added to the REGULARIZATION_LOSSES collection,
    so `tf.compat.v1.losses.get_regularization_loss()` silently returns 0. The
    engine cannot change a train_op already built from the loss, so when a
@@ -34,6 +36,7 @@ import tensorflow as tf
 from elastimator.errors import ModelFnError
 from elastimator.estimator.contract.spec import EstimatorSpec
 from elastimator.estimator.graph import state_updates
+from elastimator.estimator.step.write_gate import writes_state
 from elastimator.estimator import tf_internals
 
 logger = logging.getLogger("elastimator")
@@ -94,14 +97,31 @@ def fresh_keras_names() -> Iterator[None]:
 def attach_dangling_updates(
     spec: EstimatorSpec, graph: tf.Graph, model_fn_start: int, input_ops: set[tf.Operation]
 ) -> EstimatorSpec:
-    """Adds never-run updates of non-trainable state (Keras 3 BatchNorm) to the train_op."""
+    """Adds the never-run updates of layers' state (Keras 3 BatchNormalization's moving statistics) to the train_op.
+
+    An assign is attached only if all of these hold:
+
+    * model_fn made it, and neither the train_op nor the loss runs it;
+    * it writes a non-trainable variable other than the global step;
+    * it is computed from the input batch, by the forward pass: a layer's statistic is. An optimizer's slot
+      update is computed from a gradient (an op that `tf.gradients` made: it marks each with the op it
+      differentiates), a reset or a counter from no batch at all;
+    * running it writes nothing else that the train_op does not write already. Every tf.compat.v1 and
+      tf-keras optimizer updates its beta powers, its iterations or the global step after its variables:
+      attaching one of those would run a dropped optimizer whole, which an Estimator given another
+      train_op never did (Neural Structured Learning's regularizers return their own train_op in place
+      of the base model's).
+    """
     will_run = state_updates.ancestors([spec.train_op, spec.loss])
     trainable = {v.op for v in graph.get_collection(tf.compat.v1.GraphKeys.TRAINABLE_VARIABLES)}
     every_var = {v.op for v in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)}
-    updates = [
-        op for op in state_updates.dangling_updates(graph, model_fn_start, will_run, every_var - trainable)
-        if state_updates.depends_on(op, input_ops)
-    ]
+    global_step = {v.op for v in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_STEP)}
+    updates = []
+    for op in state_updates.dangling_updates(graph, model_fn_start, will_run, every_var - trainable - global_step):
+        runs = state_updates.ancestors([op])
+        if (runs & input_ops and not any(_from_gradient(o) for o in runs)
+                and not any(writes_state(o) for o in runs - will_run - {op})):
+            updates.append(op)
     if not updates:
         return spec
     logger.info(
@@ -111,6 +131,11 @@ def attach_dangling_updates(
     with graph.as_default():
         train_op = tf.group(spec.train_op, *updates, name="train_op_with_state_updates")
     return spec._replace(train_op=train_op)
+
+
+def _from_gradient(op: tf.Operation) -> bool:
+    """Whether `tf.gradients` made `op` (it records the forward op each gradient op differentiates)."""
+    return tf_internals.made_by_gradients(op)
 
 
 def _keras3_regularized(graph: tf.Graph) -> list:

@@ -93,11 +93,6 @@ def dangling_updates(
     return found
 
 
-def depends_on(op: tf.Operation, sources: set[tf.Operation]) -> bool:
-    """Whether `op` is computed from any op in `sources`."""
-    return bool(ancestors([op]) & sources)
-
-
 def last_op_id(graph: tf.Graph) -> int:
     """The id of the newest op, to mark "everything created from here on"."""
     return graph.version
