@@ -9,7 +9,7 @@ from typing import Sequence
 import tensorflow as tf
 
 from elastimator.errors import ClusterError, ConfigError
-from elastimator.estimator import CheckpointDir, Estimator, TaskType, is_collective, log_lines
+from elastimator.estimator import CheckpointDir, Estimator, TaskType, is_collective, log_train_and_evaluate_start
 from elastimator.train_eval import eval_rounds, servers
 from elastimator.train_eval import exporters as exporter_lib
 from elastimator.train_eval.policies import EvalRecord
@@ -80,7 +80,7 @@ def _run_local(estimator, train_spec: TrainSpec, eval_spec: EvalSpec, listener=N
             "train_and_evaluate evaluates after checkpoints, but RunConfig saves none (save_checkpoints_steps "
             "and save_checkpoints_secs are both None). Set one of them."
         )
-    log_lines.train_and_evaluate_locally(config)
+    log_train_and_evaluate_start(config)
     start_step = CheckpointDir(estimator.model_dir).resume_point().step
     evaluator = _EvaluateAfterSave(estimator, eval_spec, train_spec.max_steps, listener, start_step)
     estimator.train(train_spec.input_fn, hooks=list(train_spec.hooks) + list(extra_hooks),
