@@ -137,12 +137,31 @@ def _print_tensorflow_lines_once(logger: logging.Logger) -> None:
 
 
 def _not_about_elastimator(record: logging.LogRecord) -> bool:
-    """False for TensorFlow's deprecation notice about a call elastimator makes ("From .../elastimator/...")."""
+    """False for TensorFlow's deprecation notice about a call elastimator makes ("From .../elastimator/..."), or
+    about a call TensorFlow makes for elastimator (`tf.compat.v1.feature_column.input_layer`, which the canned
+    estimators call, reads v2 columns through their deprecated `_get_dense_tensor`): the user's program made
+    neither, and 2.15 printed neither."""
     message = record.msg if isinstance(record.msg, str) else ""
     if not message.startswith("From %s:"):
         return True
-    where = record.args[0] if isinstance(record.args, tuple) and record.args else ""
-    return not str(where).startswith(_PACKAGE_DIR + os.sep)
+    where = str(record.args[0] if isinstance(record.args, tuple) and record.args else "")
+    if where.startswith(_PACKAGE_DIR + os.sep):
+        return False
+    tensorflow_dir = os.path.dirname(getattr(sys.modules.get("tensorflow"), "__file__", None) or os.sep)
+    return not (where.startswith(tensorflow_dir + os.sep) and _called_from_elastimator(tensorflow_dir))
+
+
+def _called_from_elastimator(tensorflow_dir: str) -> bool:
+    """Whether the innermost frame on this thread's stack outside TensorFlow, `logging` and this module (the code
+    that called into TensorFlow) is elastimator's."""
+    skipped = (tensorflow_dir + os.sep, os.path.dirname(logging.__file__) + os.sep)
+    frame = sys._getframe(1)  # pylint: disable=protected-access
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if path != __file__ and not path.startswith(skipped):
+            return path.startswith(_PACKAGE_DIR + os.sep)
+        frame = frame.f_back
+    return False
 
 
 KERAS_PACKAGES = ("keras", "tf_keras")

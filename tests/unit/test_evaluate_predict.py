@@ -30,7 +30,9 @@ def test_evaluate_returns_metrics_and_writes_them_to_eval_events(trained, iris):
     assert trained.eval_dir() == os.path.join(trained.model_dir, "eval")
 
 
-def test_evaluation_logs_metrics_in_six_digits_and_tensorflows_line_as_2_15_printed_it(trained, iris, caplog):
+def test_evaluation_logs_tensorflows_line_as_2_15_printed_it_or_else_its_own_in_six_digits(trained, iris, caplog):
+    """At INFO verbosity, 2.15's lines through TensorFlow's logger and not elastimator's (which would print the
+    results twice under logging.basicConfig); else elastimator's own line (the command line's)."""
     import logging  # pylint: disable=import-outside-toplevel
     import re  # pylint: disable=import-outside-toplevel
 
@@ -40,19 +42,25 @@ def test_evaluation_logs_metrics_in_six_digits_and_tensorflows_line_as_2_15_prin
     catcher.emit = tf_records.append
     level = tf_logger.level
     tf_logger.addHandler(catcher)
-    tf_logger.setLevel(logging.INFO)
     try:
         with caplog.at_level(logging.INFO, logger="elastimator"):
+            tf_logger.setLevel(logging.INFO)
             metrics = trained.evaluate(eval_input(*iris))
+            tf_logger.setLevel(logging.WARNING)
+            trained.evaluate(eval_input(*iris))
     finally:
         tf_logger.removeHandler(catcher)
         tf_logger.setLevel(level)
-    ours = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("Evaluation at global step 100"))
-    assert f"loss = {float(metrics['loss']):.6g}" in ours and "global_step =" not in ours
+    theirs = [r.getMessage() for r in tf_records if r.levelno == logging.INFO]
+    saved = next(m for m in theirs if m.startswith("Saving dict for global step 100"))
+    assert f"loss = {metrics['loss']!s}" in saved  # numpy's float32 digits (str, as 2.15's %s), e.g. 0.086811386
+    assert theirs.index(saved) > next(i for i, m in enumerate(theirs) if m.startswith("Finished evaluation at"))
+    assert f"Saving 'checkpoint_path' summary for global step 100: {trained.latest_checkpoint()}" in theirs
+    ours = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Evaluation at global step 100")]
+    assert len(ours) == 1  # the second evaluation's, at WARNING verbosity
+    assert f"loss = {float(metrics['loss']):.6g}" in ours[0] and "global_step =" not in ours[0]
     assert all(len(re.sub(r"[^0-9]", "", value.split("e")[0]).lstrip("0")) <= 6
-               for value in re.findall(r"= ([0-9.e-]+)", ours))
-    theirs = next(r.getMessage() for r in tf_records if r.getMessage().startswith("Saving dict for global step"))
-    assert f"loss = {metrics['loss']}" in theirs  # numpy's float32 digits, e.g. 0.086811386
+               for value in re.findall(r"= ([0-9.e-]+)", ours[0]))
 
 
 def test_evaluate_does_not_advance_the_global_step(trained, iris):

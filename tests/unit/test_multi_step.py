@@ -106,7 +106,9 @@ def test_checkpoints_summaries_and_logs_land_on_their_intervals(tmp_path, caplog
     # of one step for each).
     assert loss_steps == [1, 11, 21, 31, 41]
     logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("step ")]
-    assert [m.split(":")[0] for m in logged] == ["step 1", "step 10", "step 20", "step 30", "step 40"]
+    # The step each loss was computed at (2.15's LoggingTensorHook showed the global step before the update), every
+    # 10 steps from the first.
+    assert [m.split(":")[0] for m in logged] == ["step 0", "step 10", "step 20", "step 30", "step 40"]
 
 
 def test_an_early_stop_hook_stops_at_a_call_boundary(tmp_path):

@@ -11,7 +11,8 @@ from them. Names load on first use (as `elastimator`'s own do), so importing one
 * a training step, as hooks see it: `TrainingStep`, `StepHook`, `StepInput`, `step_after_call`, `plan_gate`;
 * checkpoints and exports: `CheckpointDir`, `ResumePoint`, `global_step_of`, `checkpoint_damage`, `make_saver`,
   `TRAIN_OP_COLLECTION`;
-* the cluster a process belongs to: `LOCAL_JOB_TF_CONFIG`.
+* the cluster a process belongs to: `LOCAL_JOB_TF_CONFIG`;
+* 2.15's lines through TensorFlow's logger that a verb above the engine prints: `log_train_and_evaluate_start`.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ _FACE = {
     "make_saver": ("saving.checkpoints", "make_saver"),
     "TRAIN_OP_COLLECTION": ("saving.exporting", "TRAIN_OP_COLLECTION"),
     "LOCAL_JOB_TF_CONFIG": ("contract.tf_config", "LOCAL_JOB_TF_CONFIG"),
+    "log_train_and_evaluate_start": ("log_lines", "train_and_evaluate_locally"),
 }
 
 __all__ = sorted(_FACE)

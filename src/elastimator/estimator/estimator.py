@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import logging
 import tempfile
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -11,6 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 from elastimator.errors import CheckpointError, ConfigError, ModelDirError, ModelFnError
+from elastimator.estimator import log_lines
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.run_config import RunConfig
 from elastimator.estimator.contract.warm_start import WarmStartSettings
@@ -21,7 +21,6 @@ from elastimator.estimator.loops.warm_graphs import WarmGraphs
 from elastimator.estimator.private_members import PrivateMembers
 from elastimator.estimator.saving import checkpoints, exporting
 
-logger = logging.getLogger("elastimator")
 
 
 class Estimator(PrivateMembers):
@@ -57,12 +56,15 @@ class Estimator(PrivateMembers):
         params: Mapping[str, Any] | None = None,
         warm_start_from: str | WarmStartSettings | None = None,
     ):
-        if config is None:
+        default_config = config is None
+        if default_config:
             config = RunConfig()
         elif not isinstance(config, RunConfig):
             raise ConfigError(f"config must be an elastimator.RunConfig; got {type(config).__name__}.")
         if params is not None and not isinstance(params, Mapping):
             raise ConfigError(f"params must be a dict or None; got {type(params).__name__}.")
+        if default_config:
+            log_lines.using_default_config()
         model_dir = _resolve_model_dir(model_dir, config)
         if model_fn is None:
             # A subclass may define model_fn(self, features, labels, mode, params) as a method.
@@ -74,6 +76,7 @@ class Estimator(PrivateMembers):
         self._params = dict(params or {})
         self._config = config.replace(model_dir=model_dir)
         self._model_dir = model_dir
+        log_lines.using_config(self._config)
         self._warm_start = WarmStartSettings.of(warm_start_from)
         self._warm_graphs = WarmGraphs()
         """Evaluation and prediction graphs kept for the next call (`RunConfig.reuse_graphs`)."""
@@ -277,5 +280,5 @@ def _resolve_model_dir(model_dir: str | None, config: RunConfig) -> str:
     resolved = model_dir or config.model_dir
     if not resolved:
         resolved = tempfile.mkdtemp(prefix="elastimator-")
-        logger.warning("model_dir not set; using temporary directory %s.", resolved)
+        log_lines.temporary_model_dir(resolved)
     return checkpoints.check_model_dir(resolved)

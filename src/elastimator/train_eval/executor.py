@@ -81,7 +81,6 @@ class _TrainingExecutor:
         (2.15's return values)."""
         config = self._estimator.config
         if not config.cluster.is_distributed and config.task_type != TaskType.EVALUATOR:
-            logger.info("Running training and evaluation locally (non-distributed).")
             return self.run_local()
         if not config.task_type:
             raise ConfigError("TF_CONFIG describes a cluster but no task type for this process. Set "

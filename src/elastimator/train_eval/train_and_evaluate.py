@@ -9,7 +9,7 @@ from typing import Sequence
 import tensorflow as tf
 
 from elastimator.errors import ClusterError, ConfigError
-from elastimator.estimator import CheckpointDir, Estimator, TaskType, is_collective
+from elastimator.estimator import CheckpointDir, Estimator, TaskType, is_collective, log_train_and_evaluate_start
 from elastimator.train_eval import eval_rounds, servers
 from elastimator.train_eval import exporters as exporter_lib
 from elastimator.train_eval.policies import EvalRecord
@@ -21,8 +21,11 @@ logger = logging.getLogger("elastimator")
 class _EvaluateAfterSave(tf.compat.v1.train.CheckpointSaverListener):
     """Local mode: evaluates (and exports) after checkpoint saves the policy selects, and at the end."""
 
-    def __init__(self, estimator, eval_spec: EvalSpec, max_steps: int | None, listener=None):
+    def __init__(self, estimator, eval_spec: EvalSpec, max_steps: int | None, listener=None, start_step: int = 0):
         self._estimator, self._spec, self._max_steps = estimator, eval_spec, max_steps
+        self._start_step = start_step
+        """The global step training starts from: its checkpoint (saved again as the session starts) is not
+        evaluated, as 2.15 skipped the first save of a train_and_evaluate."""
         self._listener = listener
         self._last: EvalRecord | None = None
         self.last_round: eval_rounds.RoundResult | None = None
@@ -42,7 +45,7 @@ class _EvaluateAfterSave(tf.compat.v1.train.CheckpointSaverListener):
 
     def after_save(self, session, global_step_value):
         step = int(global_step_value)
-        if step == 0:  # nothing trained yet
+        if step <= self._start_step:  # nothing trained yet
             return None
         final = self._max_steps is not None and step >= self._max_steps
         if final or self._spec.policy.should_evaluate(self._last, step, time.monotonic()):
@@ -77,7 +80,9 @@ def _run_local(estimator, train_spec: TrainSpec, eval_spec: EvalSpec, listener=N
             "train_and_evaluate evaluates after checkpoints, but RunConfig saves none (save_checkpoints_steps "
             "and save_checkpoints_secs are both None). Set one of them."
         )
-    evaluator = _EvaluateAfterSave(estimator, eval_spec, train_spec.max_steps, listener)
+    log_train_and_evaluate_start(config)
+    start_step = CheckpointDir(estimator.model_dir).resume_point().step
+    evaluator = _EvaluateAfterSave(estimator, eval_spec, train_spec.max_steps, listener, start_step)
     estimator.train(train_spec.input_fn, hooks=list(train_spec.hooks) + list(extra_hooks),
                     max_steps=train_spec.max_steps, saving_listeners=list(train_spec.saving_listeners) + [evaluator])
     result = evaluator.last_round

@@ -11,6 +11,7 @@ from typing import Any, Callable
 import tensorflow as tf
 
 from elastimator.errors import InputFnError, ModelFnError
+from elastimator.estimator import log_lines
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.spec import EstimatorSpec
 from elastimator.estimator.step.training_step import StepInput
@@ -191,7 +192,7 @@ def call_model_fn(
         kwargs["config"] = config
     from elastimator.estimator.graph import keras_traps  # imported here: it imports Keras only when needed
 
-    with keras_traps.explain_model_fn_errors(model_fn), keras_traps.fresh_keras_names():
+    with log_lines.calling_model_fn(), keras_traps.explain_model_fn_errors(model_fn), keras_traps.fresh_keras_names():
         spec = model_fn(**kwargs)
     if not isinstance(spec, EstimatorSpec):
         raise ModelFnError(

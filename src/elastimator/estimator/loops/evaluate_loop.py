@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from elastimator._validate import is_int
 from elastimator.errors import CheckpointError, ConfigError
+from elastimator.estimator import log_lines
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.graph import model_graph, replicas
 from elastimator.estimator.loops import hooked_session, sessions, warm_graphs
@@ -68,8 +69,9 @@ def evaluate(
 
     Returns:
         A dict of metric name -> value (numpy scalars, as tf.estimator returned), with "loss" and
-        "global_step". The values are also logged through TensorFlow's logger
-        ("Saving dict for global step N: ...") and written as events to eval_dir(name).
+        "global_step". The values are also logged, through TensorFlow's logger as 2.15 logged them ("Saving
+        dict for global step N: ...", `log_lines`) or else on elastimator's, and written as events to
+        eval_dir(name).
     """
     if steps is not None and not is_int(steps, minimum=1):
         raise ConfigError(f"evaluate: steps must be a positive int or None; got {steps!r}.")
@@ -78,24 +80,28 @@ def evaluate(
     model_dir, config = estimator.model_dir, estimator.config
     checkpoint = checkpoints.resolve_for_reading(checkpoint_path, model_dir, "evaluating")
     reuse = warm_graphs.reuse_for(estimator, ModeKeys.EVAL, user_hooks, checkpoint)
-    warm = reuse.warm(input_fn, checkpoint) if reuse else None
+    log = log_lines.EvaluationLog()
+    warm = reuse.warm(input_fn, checkpoint, on_start=log.start) if reuse else None
     if warm is not None:
         results, batches = _evaluate_kept(reuse.graphs, warm, steps)
     else:
-        results, batches = _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse)
-    shown = {k: v for k, v in sorted(results.items()) if not isinstance(v, bytes)}
+        results, batches = _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse, log)
+    log.finish()
     step = int(results[GLOBAL_STEP_KEY])
-    logger.info("Evaluation at global step %d of %s over %d batches: %s", step, _describe(checkpoint, step), batches,
-                ", ".join(f"{k} = {_short(v)}" for k, v in shown.items() if k != GLOBAL_STEP_KEY))
-    # What tf.estimator logged, through TensorFlow's logger, for programs that read or grep it: numpy's own
-    # digits (float32's shortest, as 2.15 printed them).
-    tf.compat.v1.logging.info("Saving dict for global step %d: %s", step,
-                              ", ".join(f"{k} = {v}" for k, v in shown.items()))
+    if log_lines.shown():  # 2.15's lines, for programs that read or grep them
+        log_lines.saving_dict(step, results)
+        if checkpoint is not None:
+            log_lines.saving_checkpoint_path(step, checkpoint)
+    else:  # what the command line shows
+        shown = {k: v for k, v in sorted(results.items()) if not isinstance(v, bytes) and k != GLOBAL_STEP_KEY}
+        logger.info("Evaluation at global step %d of %s over %d batches: %s", step, _describe(checkpoint, step),
+                    batches, ", ".join(f"{k} = {_short(v)}" for k, v in shown.items()))
     write_eval_summaries(eval_dir(model_dir, name), step, results, checkpoint)
     return results  # numpy values, as tf.estimator returned them
 
 
-def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse) -> tuple[dict, int]:
+def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse,
+                     log: log_lines.EvaluationLog) -> tuple[dict, int]:
     """Builds the evaluation graph and runs it in a monitored session, or keeps it (`warm_graphs`)."""
     config = estimator.config
     with tf.Graph().as_default() as graph:
@@ -113,6 +119,7 @@ def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse) 
         values[GLOBAL_STEP_KEY] = built.global_step
         scaffold = sessions.evaluation_scaffold(spec, config)
         fetches = {"batch": update, "results": (values, eval_step)}
+        log.start()
         warm = reuse.keep(built, scaffold, checkpoint, config.evaluation_master, fetches,
                           spec.evaluation_hooks) if reuse else None
         if warm is not None:

@@ -10,6 +10,7 @@ import tensorflow as tf
 from elastimator._validate import is_int
 from elastimator.embedding import eviction as embedding_eviction
 from elastimator.errors import ClusterError, ConfigError
+from elastimator.estimator import log_lines
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.tf_config import TaskType
 from elastimator.estimator.graph import model_graph, replicas
@@ -37,13 +38,14 @@ def _default_hooks(step: TrainingStep, scaffold, config, model_dir, saving_liste
     # runs before the checkpoint saver in each after_run.
     hooks: list = [plan] if plan is not None else []
     hooks.append(engine_hooks.NanLossHook(step.loss, step.global_step, model_dir))
+    # The steps/s line comes before the loss line, as in 2.15.
+    if config.log_step_count_steps and config.is_chief:
+        hooks.append(tf.compat.v1.train.StepCounterHook(
+            every_n_steps=config.log_step_count_steps, output_dir=model_dir))
     if config.log_step_count_steps:
         hooks.append(engine_hooks.ProgressLogHook(step.loss, step.global_step, config.log_step_count_steps))
     if not config.is_chief:
         return hooks
-    if config.log_step_count_steps:
-        hooks.append(tf.compat.v1.train.StepCounterHook(
-            every_n_steps=config.log_step_count_steps, output_dir=model_dir))
     if config.save_summary_steps:
         hooks.append(tf.compat.v1.train.SummarySaverHook(
             save_steps=config.save_summary_steps, output_dir=model_dir, scaffold=scaffold))
@@ -133,11 +135,10 @@ def train(
     resume = directory.resume_point()
     latest, restored_step = resume.checkpoint, resume.step
     if max_steps is not None and restored_step >= max_steps:
-        logger.info("Skipping training: global step %d of %s has reached max_steps=%d.",
-                    restored_step, latest, max_steps)
+        log_lines.skipping_training()
         return None
     if latest is not None and config.is_chief:
-        logger.info("Resuming from step %d (%s).", restored_step, latest)
+        logger.debug("Resuming from step %d (%s).", restored_step, latest)  # TensorFlow says "Restoring parameters"
     reuse = kept_training.reuse_for(estimator)
     if reuse is not None and latest is not None:
         to_train = steps_per_call.steps_to_train(steps, max_steps, restored_step)
@@ -271,4 +272,5 @@ def _run(estimator, parts: kept_training.TrainingParts, plan, input_hooks: list,
         if keeper is not None:  # kept for the next call where this one ended well; else closed
             keeper.keep(ended and stop_on_signal.received is None)
     stop_on_signal.deliver()  # Ctrl-C / SIGTERM: the checkpoint is saved; now stop as the signal asked
+    log_lines.final_loss(loss)  # the numpy value the session returned, as 2.15 printed it
     return None if loss is None else float(loss)

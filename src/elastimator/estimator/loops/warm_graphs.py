@@ -58,6 +58,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import tensorflow as tf
 
 from elastimator import tensorflow_import
+from elastimator.estimator import log_lines
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.run_config import RunConfig
 from elastimator.estimator.graph import calls, model_graph, state_updates
@@ -236,10 +237,12 @@ class Reuse:
     key: tuple
     """What the kept graph was built from: the model_fn, params (a copy), config, and the verb's own (`reuse_for`)."""
 
-    def warm(self, input_fn: Callable, checkpoint: str) -> WarmGraph | None:
-        """The kept graph of this call's mode, readied for it (`start`), or None where the call builds afresh."""
+    def warm(self, input_fn: Callable, checkpoint: str,
+             on_start: Callable[[], None] | None = None) -> WarmGraph | None:
+        """The kept graph of this call's mode, readied for it (`start`), or None where the call builds afresh.
+        `on_start` is called once its input is known to fit, before the checkpoint is restored."""
         warm = self.graphs.take(self.mode, self.key)
-        if warm is not None and _start(warm, self.estimator, input_fn, checkpoint):
+        if warm is not None and _start(warm, self.estimator, input_fn, checkpoint, on_start):
             return warm
         return None
 
@@ -282,7 +285,8 @@ def _open(session: tf.compat.v1.Session, scaffold, checkpoint: str, start_input:
         made = pool.submit(lambda: {name: callables.made_now(session, what) for name, what in fetches.items()})
         try:
             scaffold.saver.restore(session, checkpoint)
-            session.run([scaffold.local_init_op, start_input])
+            with log_lines.running_local_init_op():
+                session.run([scaffold.local_init_op, start_input])
             return made.result()
         except BaseException:
             futures.wait([made])  # nothing is made in the session as it closes
@@ -352,7 +356,8 @@ def input_begin(warm: WarmGraph, estimator, input_fn: Callable) -> tf.Operation 
         return begin
 
 
-def _start(warm: WarmGraph, estimator, input_fn: Callable, checkpoint: str) -> bool:
+def _start(warm: WarmGraph, estimator, input_fn: Callable, checkpoint: str,
+           on_start: Callable[[], None] | None = None) -> bool:
     """Readies `warm` for a call: calls `input_fn` in its graph, restores `checkpoint` (unless the session holds
     it unchanged and the calls change no model variable), resets the metrics and starts the input. False (the
     graph then closed) when the input yields something else than the kept one did."""
@@ -366,13 +371,16 @@ def _start(warm: WarmGraph, estimator, input_fn: Callable, checkpoint: str) -> b
         if begin is None:
             warm.close()
             return False
+        if on_start is not None:
+            on_start()
         stamped = checkpoints.CheckpointDir.stamp(checkpoint)
         if warm.writes_model or stamped != warm.restored:
             warm.restored = None
             with graph.as_default():  # (outside a graph, a Saver restores eagerly)
                 warm.saver.restore(warm.session, checkpoint)
             warm.restored = stamped
-        warm.session.run([warm.reset, begin])
+        with log_lines.running_local_init_op():  # the metrics' totals reset, as a fresh session's local init
+            warm.session.run([warm.reset, begin])
     except BaseException:
         warm.close()
         raise

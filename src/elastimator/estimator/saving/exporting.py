@@ -11,6 +11,7 @@ from typing import Callable, Mapping
 import tensorflow as tf
 
 from elastimator.errors import ExportError
+from elastimator.estimator import log_lines
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.graph import model_graph
 from elastimator.estimator.loops import warm_graphs
@@ -160,7 +161,9 @@ def _add_meta_graph(builder, estimator, mode: str, receiver_fn: Callable, checkp
             model_fn=model_graph.model_fn_of(estimator), params=estimator.params, config=estimator.config, mode=mode,
             features=receiver.features, labels=receiver.labels, place_on_cluster=False,
         )
-        options = dict(signature_def_map=_signatures(built.spec, receiver, mode),
+        signature_defs = _signatures(built.spec, receiver, mode)
+        log_lines.signatures_included(signature_defs)
+        options = dict(signature_def_map=signature_defs,
                        assets_collection=graph.get_collection(tf.compat.v1.GraphKeys.ASSET_FILEPATHS),
                        main_op=_local_init_op(built.spec.scaffold),
                        strip_default_attrs=strip_default_attrs, clear_devices=True)
