@@ -187,7 +187,7 @@ def _run(args) -> int:
     from elastimator.job import data_quality
     from elastimator.job.conf import load_conf
     from elastimator.job.executor import run_job
-    from elastimator.job.inspect_dir import inspect_model_dir, metrics_rows, table
+    from elastimator.job.inspect_dir import inspect_model_dir, metrics_rows, table, why_no_export
 
     from elastimator.cluster.jobset import export_tf_config
 
@@ -203,7 +203,7 @@ def _run(args) -> int:
     rows += metrics_rows(result.metrics or {})
     # What this run exported, or (a resumed run with nothing left to train) the newest export of each exporter.
     exports = result.exports or [paths[-1] for paths in inspect_model_dir(result.model_dir).exports.values()]
-    rows += [("export", path) for path in exports]
+    rows += [("export", path) for path in exports] or [("export", why_no_export(inspect_model_dir(result.model_dir)))]
     rows += data_quality.rows(result.data_sets)
     print(f"\njob {conf.name} finished\n" + table(rows))
     return 0
