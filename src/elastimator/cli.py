@@ -88,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
                          help="which signature of the SavedModel to call (default serving_default)")
     predict.add_argument("--keep-columns", default="", metavar="COLUMNS",
                          help="comma-separated input columns (an id, the label) copied first into each output row")
+    predict.add_argument("--max-bad-records", type=int, default=0, metavar="N",
+                         help="skip up to N rows the model cannot take (a field missing, a value not of its input's "
+                              "dtype), each logged with its line; one more fails (default 0)")
 
     inspect = command("inspect", help="checkpoints, last metrics and exports of a model_dir")
     inspect.add_argument("model_dir", help="the job's model_dir (where its checkpoints are)")
@@ -231,13 +234,20 @@ def _predict(args) -> int:
 
     if args.batch_size <= 0:
         raise ConfError(f"--batch-size must be > 0; got {args.batch_size}.")
+    if args.max_bad_records < 0:
+        raise ConfError(f"--max-bad-records must be 0 or more; got {args.max_bad_records}.")
     # --output is replaced only once every row is written: a bad model path or input leaves it as it was.
     with replace_on_success(args.output, newline="") if args.output else contextlib.nullcontext() as output:
         keep = [name for name in args.keep_columns.split(",") if name]
         delim = "\t" if args.field_delim == "\\t" else args.field_delim
-        rows = predict_file(args.saved_model, args.input, output, args.batch_size, delim, args.signature, keep)
-    logging.getLogger("elastimator").info("Wrote predictions for %d row(s)%s.", rows,
-                                          f" to {args.output}" if args.output else "")
+        done = predict_file(args.saved_model, args.input, output, args.batch_size, delim, args.signature, keep,
+                            args.max_bad_records)
+    skipped = ""
+    if done.bad_rows:
+        lines = ", ".join(where.split(": ")[0].rpartition(":")[2] for where in done.bad_rows)
+        skipped = f"; skipped {len(done.bad_rows)} bad row(s) of --input, at line(s) {lines} (listed above)"
+    logging.getLogger("elastimator").info("Wrote predictions for %d row(s)%s%s.", done.rows,
+                                          f" to {args.output}" if args.output else "", skipped)
     return 0
 
 

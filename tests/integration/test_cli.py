@@ -16,7 +16,8 @@ TINY = os.path.join(ROOT, "tests", "integration", "tiny_conf.py") + ":TinyConf"
 
 
 def _cli(*args, env=None, timeout=300):
-    full_env = dict(os.environ, PYTHONPATH=ROOT, **(env or {}))
+    # This tree's code (src) first, as an installed package's would be; ROOT for the tests' own confs.
+    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), ROOT]), **(env or {}))
     return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout, env=full_env, cwd=ROOT)
 
 
