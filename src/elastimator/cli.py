@@ -159,7 +159,8 @@ def _parser() -> argparse.ArgumentParser:
     manifest.add_argument("--autoscale", action="store_true",
                           help="the chief scales the workers within --max-workers, with the launcher's policy")
     manifest.add_argument("--model-dir", default="/mnt/model", help="model_dir inside the pods (shared storage)")
-    manifest.add_argument("--pvc", help="PersistentVolumeClaim mounted at --model-dir (ReadWriteMany)")
+    manifest.add_argument("--pvc", help="PersistentVolumeClaim mounted at --model-dir (ReadWriteMany); a job of "
+                                        "several pods needs it, unless --model-dir has a scheme (gs://...)")
     manifest.add_argument("--cpu", default="2", help="CPU request of each pod")
     manifest.add_argument("--memory", default="4Gi", help="memory request of each pod")
     manifest.add_argument("--api", choices=("tfjob", "jobset"), default="tfjob",
@@ -402,9 +403,15 @@ def _k8s(args) -> int:
         if args.api == "jobset":
             from elastimator.cluster import jobset
 
-            text = k8s.render(jobset.manifest(spec))
+            documents = jobset.manifest(spec)
         else:
-            text = k8s.render(k8s.manifest(spec))
+            documents = k8s.manifest(spec)
+        from elastimator.cluster import shared_storage
+
+        unshared = shared_storage.problems(documents)
+        if unshared:
+            raise ConfError(unshared[0])
+        text = k8s.render(documents)
         if args.output:
             from elastimator.job.output_file import replace_on_success
 
@@ -419,10 +426,15 @@ def _k8s(args) -> int:
     if args.k8s_command == "convert":
         from elastimator.cluster import elastic_job
 
+        from elastimator.cluster import shared_storage
+
         conversion = elastic_job.convert(k8s.load(args.elastic_job)[0], args.api)
-        manifests.check(conversion.documents)
+        manifests.check(conversion.documents, shared=False)
         for note in conversion.notes:
             print(f"note: {note}", file=sys.stderr)
+        for problem in shared_storage.problems(conversion.documents):  # the ElasticJob's volumes may be elsewhere
+            print(f"WARNING: {problem} (`elastimator k8s validate` refuses the manifest until it does.)",
+                  file=sys.stderr)
         text = k8s.render(conversion.documents)
         if not args.output:
             sys.stdout.write(text)
