@@ -539,6 +539,11 @@ def _check_paths(args) -> None:
         path = conf.partition(":")[0]
         if path.endswith(".py") and not os.path.isfile(path):
             raise MissingPathError(f"conf file {path!r} does not exist (current directory: {cwd}).")
+        from elastimator.job.conf_source import missing_conf_class
+
+        missing = missing_conf_class(conf)  # read from the source: a misspelt class is answered before TensorFlow
+        if missing is not None:
+            raise ConfError(missing)
     if args.command in ("inspect", "report") and not os.path.isdir(args.model_dir):
         raise MissingPathError(f"model_dir {args.model_dir!r} does not exist (current directory: {cwd}).")
     elastic_job = getattr(args, "elastic_job", None)
