@@ -464,22 +464,46 @@ def _k8s(args) -> int:
     return 0
 
 
+def _progress_line(stream=None):
+    """On a terminal, a line that says how many files `check` has read (rewritten in place, cleared at the end);
+    elsewhere nothing."""
+    stream = stream or sys.stderr
+    if not stream.isatty():
+        return None
+    last = [0.0]
+
+    def show(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done == total or now - last[0] >= 0.1:
+            last[0] = now
+            stream.write(f"\rchecking: {done:,} of {total:,} files read")
+            if done == total:
+                stream.write("\r\033[K")
+            stream.flush()
+
+    return show
+
+
 def _check(args) -> int:
     from elastimator.migrate import check
 
+    progress = _progress_line()
     if args.by_name:
-        uses, project_of = [], {}
+        uses, project_of, read = [], {}, 0
         for path in args.paths:
-            found = check.check_paths([path])
-            project_of.update((use.path, path) for use in found)
-            uses += found
+            checked = check.check_sources([path], progress)
+            project_of.update((use.path, path) for use in checked.uses)
+            uses += checked.uses
+            read += checked.files_read
         for name, kind, served, projects in check.by_name(uses, project_of.get):
             if served and args.unserved:
                 continue
             print(f"{len(projects):4d}  {name} ({kind}){'' if served else ': not served'}")
+        print(f"{len(uses)} uses in {len({use.path for use in uses})} files (of {read:,} read)")
     else:
-        uses = check.check_paths(args.paths)
-        for line in check.report(uses, show_served=not args.unserved):
+        checked = check.check_sources(args.paths, progress)
+        uses = checked.uses
+        for line in check.report(uses, show_served=not args.unserved, files_read=checked.files_read):
             print(line)
     return 0 if not any(use.missing for use in uses) else 1
 

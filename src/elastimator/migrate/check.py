@@ -19,7 +19,7 @@ import ast
 import dataclasses
 import importlib.util
 import os
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from elastimator.errors import MissingPathError
 from elastimator.migrate import surface
@@ -81,21 +81,39 @@ def sources(path: str) -> list[str]:
     return found
 
 
+@dataclasses.dataclass(frozen=True)
+class Checked:
+    """What `check_sources` found: the uses, in file and line order, and how many files it read."""
+
+    uses: list[Use]
+    files_read: int
+
+
+def check_sources(paths: Iterable[str], progress: Callable[[int, int], None] | None = None) -> Checked:
+    """Every use in every file under `paths`; `progress(done, total)` after each file (for a terminal's line)."""
+    files = [source for path in paths for source in sources(path)]
+    uses: list[Use] = []
+    for done, source in enumerate(files, 1):
+        uses += check_file(source)
+        if progress is not None:
+            progress(done, len(files))
+    return Checked(uses, len(files))
+
+
 def check_paths(paths: Iterable[str]) -> list[Use]:
     """Every use in every file under `paths`, in file and line order."""
-    uses: list[Use] = []
-    for path in paths:
-        for source in sources(path):
-            uses += check_file(source)
-    return uses
+    return check_sources(paths).uses
 
 
 def check_file(path: str) -> list[Use]:
     """The uses in one file (none when it does not parse as Python 3)."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            tree = ast.parse(f.read(), filename=path)
-    except (SyntaxError, ValueError):
+            text = f.read()
+        if "estimator" not in text:
+            return []  # every use names it (an import or a chain through `estimator`): nothing to parse
+        tree = ast.parse(text, filename=path)
+    except (SyntaxError, ValueError, OSError):
         return []
     return sorted(set(_Scanner(path).scan(tree)), key=lambda u: (u.line, u.name))
 
@@ -286,13 +304,14 @@ def by_name(uses: Iterable[Use], project_of=None) -> list[tuple[str, str, bool, 
                   key=lambda row: (-len(row[3]), row[0]))
 
 
-def report(uses: list[Use], show_served: bool = True) -> Iterator[str]:
+def report(uses: list[Use], show_served: bool = True, files_read: int | None = None) -> Iterator[str]:
     """The lines `elastimator check` prints: each use, then a summary."""
     for use in uses:
         if show_served or not use.served:
             yield use.describe()
     unserved = sorted({u.name for u in uses if u.missing})
     files = len({u.path for u in uses})
-    yield (f"{len(uses)} uses of tf.estimator's API in {files} files; "
+    read = "" if files_read is None else f" (of {files_read:,} read)"
+    yield (f"{len(uses)} uses of tf.estimator's API in {files} files{read}; "
            + ("all served by elastimator." if not unserved else
               f"{len(unserved)} not served: {', '.join(unserved)}."))
