@@ -13,6 +13,7 @@ command line answers `--help` and reads confs without loading TensorFlow.
 from __future__ import annotations
 
 import importlib
+import sys as _sys
 
 from elastimator import tensorflow_import as _tensorflow_import
 from elastimator._keras_routing import prefer_tf_keras as _prefer_tf_keras
@@ -31,6 +32,9 @@ from elastimator.errors import (
 )
 
 _prefer_tf_keras()
+if not _tensorflow_import.for_the_command_line(getattr(_sys, "orig_argv", [])):
+    # A missing or too old TensorFlow is one clear ImportError here, not a traceback at the first use.
+    _tensorflow_import.check_installed()
 _tensorflow_import.quiet_tensorflow_import()
 
 __version__ = "0.1.0"

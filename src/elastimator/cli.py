@@ -88,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
                          help="which signature of the SavedModel to call (default serving_default)")
     predict.add_argument("--keep-columns", default="", metavar="COLUMNS",
                          help="comma-separated input columns (an id, the label) copied first into each output row")
+    predict.add_argument("--max-bad-records", type=int, default=0, metavar="N",
+                         help="skip up to N rows the model cannot take (a field missing, a value not of its input's "
+                              "dtype), each logged with its line; one more fails (default 0)")
 
     inspect = command("inspect", help="checkpoints, last metrics and exports of a model_dir")
     inspect.add_argument("model_dir", help="the job's model_dir (where its checkpoints are)")
@@ -156,7 +159,8 @@ def _parser() -> argparse.ArgumentParser:
     manifest.add_argument("--autoscale", action="store_true",
                           help="the chief scales the workers within --max-workers, with the launcher's policy")
     manifest.add_argument("--model-dir", default="/mnt/model", help="model_dir inside the pods (shared storage)")
-    manifest.add_argument("--pvc", help="PersistentVolumeClaim mounted at --model-dir (ReadWriteMany)")
+    manifest.add_argument("--pvc", help="PersistentVolumeClaim mounted at --model-dir (ReadWriteMany); a job of "
+                                        "several pods needs it, unless --model-dir has a scheme (gs://...)")
     manifest.add_argument("--cpu", default="2", help="CPU request of each pod")
     manifest.add_argument("--memory", default="4Gi", help="memory request of each pod")
     manifest.add_argument("--api", choices=("tfjob", "jobset"), default="tfjob",
@@ -187,7 +191,7 @@ def _run(args) -> int:
     from elastimator.job import data_quality
     from elastimator.job.conf import load_conf
     from elastimator.job.executor import run_job
-    from elastimator.job.inspect_dir import inspect_model_dir, metrics_rows, table
+    from elastimator.job.inspect_dir import inspect_model_dir, metrics_rows, table, why_no_export
 
     from elastimator.cluster.jobset import export_tf_config
 
@@ -203,7 +207,7 @@ def _run(args) -> int:
     rows += metrics_rows(result.metrics or {})
     # What this run exported, or (a resumed run with nothing left to train) the newest export of each exporter.
     exports = result.exports or [paths[-1] for paths in inspect_model_dir(result.model_dir).exports.values()]
-    rows += [("export", path) for path in exports]
+    rows += [("export", path) for path in exports] or [("export", why_no_export(inspect_model_dir(result.model_dir)))]
     rows += data_quality.rows(result.data_sets)
     print(f"\njob {conf.name} finished\n" + table(rows))
     return 0
@@ -231,13 +235,20 @@ def _predict(args) -> int:
 
     if args.batch_size <= 0:
         raise ConfError(f"--batch-size must be > 0; got {args.batch_size}.")
+    if args.max_bad_records < 0:
+        raise ConfError(f"--max-bad-records must be 0 or more; got {args.max_bad_records}.")
     # --output is replaced only once every row is written: a bad model path or input leaves it as it was.
     with replace_on_success(args.output, newline="") if args.output else contextlib.nullcontext() as output:
         keep = [name for name in args.keep_columns.split(",") if name]
         delim = "\t" if args.field_delim == "\\t" else args.field_delim
-        rows = predict_file(args.saved_model, args.input, output, args.batch_size, delim, args.signature, keep)
-    logging.getLogger("elastimator").info("Wrote predictions for %d row(s)%s.", rows,
-                                          f" to {args.output}" if args.output else "")
+        done = predict_file(args.saved_model, args.input, output, args.batch_size, delim, args.signature, keep,
+                            args.max_bad_records)
+    skipped = ""
+    if done.bad_rows:
+        lines = ", ".join(where.split(": ")[0].rpartition(":")[2] for where in done.bad_rows)
+        skipped = f"; skipped {len(done.bad_rows)} bad row(s) of --input, at line(s) {lines} (listed above)"
+    logging.getLogger("elastimator").info("Wrote predictions for %d row(s)%s%s.", done.rows,
+                                          f" to {args.output}" if args.output else "", skipped)
     return 0
 
 
@@ -392,9 +403,15 @@ def _k8s(args) -> int:
         if args.api == "jobset":
             from elastimator.cluster import jobset
 
-            text = k8s.render(jobset.manifest(spec))
+            documents = jobset.manifest(spec)
         else:
-            text = k8s.render(k8s.manifest(spec))
+            documents = k8s.manifest(spec)
+        from elastimator.cluster import shared_storage
+
+        unshared = shared_storage.problems(documents)
+        if unshared:
+            raise ConfError(unshared[0])
+        text = k8s.render(documents)
         if args.output:
             from elastimator.job.output_file import replace_on_success
 
@@ -409,10 +426,15 @@ def _k8s(args) -> int:
     if args.k8s_command == "convert":
         from elastimator.cluster import elastic_job
 
+        from elastimator.cluster import shared_storage
+
         conversion = elastic_job.convert(k8s.load(args.elastic_job)[0], args.api)
-        manifests.check(conversion.documents)
+        manifests.check(conversion.documents, shared=False)
         for note in conversion.notes:
             print(f"note: {note}", file=sys.stderr)
+        for problem in shared_storage.problems(conversion.documents):  # the ElasticJob's volumes may be elsewhere
+            print(f"WARNING: {problem} (`elastimator k8s validate` refuses the manifest until it does.)",
+                  file=sys.stderr)
         text = k8s.render(conversion.documents)
         if not args.output:
             sys.stdout.write(text)
@@ -442,22 +464,46 @@ def _k8s(args) -> int:
     return 0
 
 
+def _progress_line(stream=None):
+    """On a terminal, a line that says how many files `check` has read (rewritten in place, cleared at the end);
+    elsewhere nothing."""
+    stream = stream or sys.stderr
+    if not stream.isatty():
+        return None
+    last = [0.0]
+
+    def show(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done == total or now - last[0] >= 0.1:
+            last[0] = now
+            stream.write(f"\rchecking: {done:,} of {total:,} files read")
+            if done == total:
+                stream.write("\r\033[K")
+            stream.flush()
+
+    return show
+
+
 def _check(args) -> int:
     from elastimator.migrate import check
 
+    progress = _progress_line()
     if args.by_name:
-        uses, project_of = [], {}
+        uses, project_of, read = [], {}, 0
         for path in args.paths:
-            found = check.check_paths([path])
-            project_of.update((use.path, path) for use in found)
-            uses += found
+            checked = check.check_sources([path], progress)
+            project_of.update((use.path, path) for use in checked.uses)
+            uses += checked.uses
+            read += checked.files_read
         for name, kind, served, projects in check.by_name(uses, project_of.get):
             if served and args.unserved:
                 continue
             print(f"{len(projects):4d}  {name} ({kind}){'' if served else ': not served'}")
+        print(f"{len(uses)} uses in {len({use.path for use in uses})} files (of {read:,} read)")
     else:
-        uses = check.check_paths(args.paths)
-        for line in check.report(uses, show_served=not args.unserved):
+        checked = check.check_sources(args.paths, progress)
+        uses = checked.uses
+        for line in check.report(uses, show_served=not args.unserved, files_read=checked.files_read):
             print(line)
     return 0 if not any(use.missing for use in uses) else 1
 
@@ -517,6 +563,11 @@ def _check_paths(args) -> None:
         path = conf.partition(":")[0]
         if path.endswith(".py") and not os.path.isfile(path):
             raise MissingPathError(f"conf file {path!r} does not exist (current directory: {cwd}).")
+        from elastimator.job.conf_source import missing_conf_class
+
+        missing = missing_conf_class(conf)  # read from the source: a misspelt class is answered before TensorFlow
+        if missing is not None:
+            raise ConfError(missing)
     if args.command in ("inspect", "report") and not os.path.isdir(args.model_dir):
         raise MissingPathError(f"model_dir {args.model_dir!r} does not exist (current directory: {cwd}).")
     elastic_job = getattr(args, "elastic_job", None)

@@ -100,20 +100,76 @@ def installed_builds() -> dict[str, str]:
     return installed
 
 
+def _normalized(name: str) -> str:
+    return name.lower().replace("_", "-")
+
+
+def version_beside(package_dir: str) -> str | None:
+    """The version of the TensorFlow wheel that installed `package_dir` (a `tensorflow` package), read from the
+    metadata pip wrote beside it; None where there is none (a build from source, a checkout)."""
+    from importlib import metadata  # pylint: disable=import-outside-toplevel
+
+    versions = {dist.version for dist in metadata.distributions(path=[os.path.dirname(package_dir)])
+                if _normalized(dist.metadata.get("Name") or "") in _DISTRIBUTIONS}
+    return min(versions, key=parse_version) if len(versions) == 1 else None  # two: require_supported says so
+
+
+def for_the_command_line(argv: list[str]) -> bool:
+    """Whether this process is the `elastimator` command (its console script, or `python -m elastimator.cli`):
+    it answers --help and its TensorFlow-free commands (`check`, `k8s`, `scale`) whatever TensorFlow is here,
+    and says what to install on a command that needs TensorFlow."""
+    return len(argv) > 1 and (os.path.basename(argv[1]) == "elastimator" or argv[1:3] == ["-m", "elastimator.cli"])
+
+
+def check_installed() -> None:
+    """`import elastimator`'s check, without importing TensorFlow: raises `UnsupportedTensorFlowError` when none
+    is installed, or the one `import tensorflow` would load is older than 2.16 (as its wheel's metadata says).
+    Where its version cannot be read so, the first use of the API checks it (`require_supported`)."""
+    if "tensorflow" in sys.modules and sys.modules["tensorflow"] is None:  # `import tensorflow` would fail
+        raise UnsupportedTensorFlowError(_NONE_INSTALLED)
+    loaded = sys.modules.get("tensorflow")
+    if loaded is not None:
+        version = getattr(loaded, "__version__", None)
+    else:
+        spec = _tensorflow_spec()
+        if spec is None:
+            raise UnsupportedTensorFlowError(_NONE_INSTALLED)
+        locations = list(spec.submodule_search_locations or [])
+        version = version_beside(locations[0]) if locations else None
+    if version is not None and parse_version(version) < OLDEST:
+        check_version(version)
+
+
+def _tensorflow_spec():
+    """Where `import tensorflow` would load it from, asking every finder but the quiet start's (which steps
+    aside once asked, and must be there for the import itself)."""
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        if find is None or isinstance(finder, _QuietTensorFlowFinder):
+            continue
+        spec = find("tensorflow", None)
+        if spec is not None:
+            return spec
+    return None
+
+
+_NONE_INSTALLED = (f"elastimator needs TensorFlow {OLDEST[0]}.{OLDEST[1]} to {NEWEST_TESTED[0]}.{NEWEST_TESTED[1]}, "
+                   f"and none is installed: {_INSTALL_HINT}.")
+
+
 @functools.cache  # the public API's lazy names call it on first use of each: check (and warn) once
 def require_supported():
     """Imports TensorFlow and returns it, or raises `UnsupportedTensorFlowError` saying what to install."""
     if "tensorflow" not in sys.modules:
         check_single_build(installed_builds())
+        check_installed()  # a too old one is refused before its seconds of import
     try:
         with _keras_deferred():
             import tensorflow as tf  # pylint: disable=import-outside-toplevel
     except ModuleNotFoundError as e:
         if e.name != "tensorflow":
             raise
-        raise UnsupportedTensorFlowError(
-            f"elastimator needs TensorFlow {OLDEST[0]}.{OLDEST[1]} to {NEWEST_TESTED[0]}.{NEWEST_TESTED[1]}, and "
-            f"none is installed: {_INSTALL_HINT}.") from None
+        raise UnsupportedTensorFlowError(_NONE_INSTALLED) from None
     check_version(tf.__version__)
     _print_tensorflow_lines_once(tf.get_logger())
     return tf

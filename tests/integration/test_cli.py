@@ -16,7 +16,8 @@ TINY = os.path.join(ROOT, "tests", "integration", "tiny_conf.py") + ":TinyConf"
 
 
 def _cli(*args, env=None, timeout=300):
-    full_env = dict(os.environ, PYTHONPATH=ROOT, **(env or {}))
+    # This tree's code (src) first, as an installed package's would be; ROOT for the tests' own confs.
+    full_env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), ROOT]), **(env or {}))
     return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout, env=full_env, cwd=ROOT)
 
 
@@ -51,7 +52,7 @@ def test_help_for_every_command():
 def test_an_unexpected_failure_is_one_line_unless_verbose(tmp_path):
     """A kubeconfig the client cannot read, a bug: one line; the traceback with --verbose."""
     manifest = tmp_path / "job.yaml"
-    assert _cli("k8s", "manifest", "examples/census/census_conf.py", "--image", "r/c:1", "-o",
+    assert _cli("k8s", "manifest", "examples/census/census_conf.py", "--image", "r/c:1", "--pvc", "m", "-o",
                 str(manifest)).returncode == 0
     env = {"KUBECONFIG": str(tmp_path / "no-such-kubeconfig"), "KUBERNETES_SERVICE_HOST": ""}
     quiet = _cli("k8s", "submit", str(manifest), env=env)
@@ -197,7 +198,7 @@ def test_predict_takes_a_model_dir_and_uses_its_newest_export(trained, tmp_path)
 def test_k8s_validate_checks_a_written_manifest(tmp_path):
     manifest = tmp_path / "job.yaml"
     written = _cli("k8s", "manifest", "examples/census/census_conf.py", "--image", "registry/census:1",
-                   "--output", str(manifest))
+                   "--pvc", "census-model", "--output", str(manifest))
     assert written.returncode == 0, written.stderr[-2000:]
     valid = _cli("k8s", "validate", str(manifest))
     assert valid.returncode == 0 and "valid (Secret, NetworkPolicy, TFJob)" in valid.stdout, valid.stderr[-2000:]

@@ -15,7 +15,7 @@ from elastimator.estimator.contract.tf_config import parse_cluster
 
 CENSUS = k8s.TFJobSpec(name="census", conf="examples/census/census_conf.py:CensusConf", image="registry/elastimator:1",
                        ps=1, workers=2, max_workers=4, evaluator=True, pvc="census-model")
-SYNC = k8s.TFJobSpec(name="counting", conf="c.py:Conf", image="i", ps=0, workers=2)
+SYNC = k8s.TFJobSpec(name="counting", conf="c.py:Conf", image="i", ps=0, workers=2, pvc="m")
 
 
 def _replicated(document) -> dict:
@@ -207,7 +207,7 @@ def test_the_cli_writes_a_jobset_and_validates_it(tmp_path, capsys):
 
     out = tmp_path / "census.yaml"
     assert cli.main(["k8s", "manifest", CENSUS.conf, "--image", CENSUS.image, "--api", "jobset", "--ps", "1",
-                     "--workers", "2", "-o", str(out)]) == 0
+                     "--workers", "2", "--pvc", "m", "-o", str(out)]) == 0
     assert "Secret, NetworkPolicy, JobSet for job census" in capsys.readouterr().out
     assert cli.main(["k8s", "validate", str(out)]) == 0
     assert "valid (Secret, NetworkPolicy, JobSet)" in capsys.readouterr().out

@@ -141,7 +141,7 @@ def test_submit_and_scale_send_what_the_api_expects(api_server):
 
 
 def test_a_synchronous_job_has_no_ps_and_scaling_it_starts_its_trainers_again(api_server):
-    spec = k8s.TFJobSpec(name="counting", conf="c.py:Conf", image="i", ps=0, workers=2)
+    spec = k8s.TFJobSpec(name="counting", conf="c.py:Conf", image="i", ps=0, workers=2, pvc="m")
     _, _, tfjob = k8s.manifest(spec)
     manifests.check([tfjob])
     assert set(tfjob["spec"]["tfReplicaSpecs"]) == {"Chief", "Worker"}
@@ -181,7 +181,7 @@ def test_manifest_to_a_file_says_what_it_wrote_and_what_to_do_next(tmp_path, cap
     from elastimator import cli  # pylint: disable=import-outside-toplevel
 
     out = tmp_path / "census.yaml"
-    assert cli.main(["k8s", "manifest", CENSUS.conf, "--image", CENSUS.image, "-o", str(out)]) == 0
+    assert cli.main(["k8s", "manifest", CENSUS.conf, "--image", CENSUS.image, "--pvc", "m", "-o", str(out)]) == 0
     said = capsys.readouterr().out
     assert f"wrote {out}: Secret, NetworkPolicy, TFJob for job census" in said
     assert f"elastimator k8s validate {out}" in said and out.read_text().startswith("apiVersion")
@@ -206,7 +206,7 @@ def test_the_confs_strategy_decides_the_roles_of_the_manifest(tmp_path, capsys, 
     conf.write_text(SYNC_CONF)
     out = tmp_path / "sync.yaml"
     assert cli.main(["k8s", "manifest", f"{conf}:SyncConf", "--image", "i", "--workers", "2", "--api", api,
-                     "-o", str(out)]) == 0
+                     "--pvc", "m", "-o", str(out)]) == 0
     text = out.read_text()
     assert "PS:" not in text and "name: ps" not in text
     job = next(d for d in k8s.load(str(out)) if d["kind"] in ("TFJob", "JobSet"))
@@ -223,7 +223,7 @@ def test_a_parameter_server_conf_refuses_ps_0_and_an_unreadable_conf_is_said(tmp
 
     assert cli.main(["k8s", "manifest", CENSUS.conf, "--image", "i", "--ps", "0"]) == 2
     assert "--ps 0 makes a synchronous job, but conf" in capsys.readouterr().err
-    assert cli.main(["k8s", "manifest", "/in/the/image/conf.py:Conf", "--image", "i"]) == 0
+    assert cli.main(["k8s", "manifest", "/in/the/image/conf.py:Conf", "--image", "i", "--pvc", "m"]) == 0
     said = capsys.readouterr()
     assert "not readable here, so its strategy is not checked" in said.err and "PS:" in said.out
 
@@ -236,7 +236,7 @@ def test_a_synchronous_trainer_pod_fails_its_liveness_probe_when_it_stops_steppi
 
     from elastimator.cluster import progress_file  # pylint: disable=import-outside-toplevel
 
-    sync = k8s.TFJobSpec(name="sync", conf="c.py:C", image="i", ps=0, workers=2)
+    sync = k8s.TFJobSpec(name="sync", conf="c.py:C", image="i", ps=0, workers=2, pvc="m")
     job = next(d for d in k8s.manifest(sync) if d["kind"] == "TFJob")
     for replica in ("Chief", "Worker"):
         container = job["spec"]["tfReplicaSpecs"][replica]["template"]["spec"]["containers"][0]

@@ -13,7 +13,8 @@ from kubernetes import client
 from elastimator.cluster import jobset, k8s, k8s_autoscale, k8s_scaler, manifests
 from elastimator.cluster.autoscale import ScalingLimits
 
-SPEC = k8s.TFJobSpec(name="census", conf="c.py:C", image="i", ps=1, workers=2, max_workers=4, autoscale=True)
+SPEC = k8s.TFJobSpec(name="census", conf="c.py:C", image="i", ps=1, workers=2, max_workers=4, autoscale=True,
+                     pvc="m")
 
 
 def _merge(target: dict, patch: dict) -> dict:

@@ -179,3 +179,21 @@ def test_a_scale_request_file_is_carried_out_or_refused_with_a_reason(tmp_path, 
     launcher.request_stop()
     thread.join(timeout=10)
     assert result == {"code": 130}
+
+
+def test_a_scale_request_left_by_an_earlier_launch_is_dropped_and_said(tmp_path):
+    """A relaunch with --workers 1 after an earlier `scale --workers 2` scaled to 2, unasked."""
+    (tmp_path / "model" / "launcher").mkdir(parents=True)
+    (tmp_path / "model" / "launcher" / "scale.json").write_text('{"workers": 2, "requested_at": 1}')
+    cluster = FakeCluster()
+    launcher, console, thread, result = launch(tmp_path, cluster, ps=1, workers=1, max_workers=2)
+    wait_for(lambda: os.path.exists(tmp_path / "model" / "launcher" / "state.json"), "the state file")
+    # A turn that sees worker-0 listen has read the request file too, and would have started worker-1.
+    wait_for(lambda: any(e["event"] == "up" and e["task"] == "worker-0" for e in launcher.events), "worker-0 up")
+    launcher.request_stop()
+    thread.join(timeout=10)
+    assert cluster.latest("worker-1") is None, "".join(console)
+    assert not any(e["event"] == "scale" for e in launcher.events)
+    assert any("dropped the scale request for 2 worker(s) that an earlier launch left in" in line
+               and "--workers 1 on the command line wins" in line for line in console), "".join(console)
+    assert not (tmp_path / "model" / "launcher" / "scale.json").exists()

@@ -233,6 +233,7 @@ class Launcher:
         os.makedirs(self.logs_dir, exist_ok=True)
         with private_network(self.spec.network) as network:
             self._say("launcher", network)
+            self._drop_earlier_scale_request()
             try:
                 code = self._supervise()
             finally:
@@ -423,6 +424,23 @@ class Launcher:
             client.close()
 
     # --- scaling -----------------------------------------------------------------------------
+
+    def _drop_earlier_scale_request(self) -> None:
+        """A scale request left in the model_dir by an earlier launch is not this one's: the command line's
+        --workers wins (`scale` writes only to a launcher that runs, and this one has not said it does yet)."""
+        path = scale_request_path(self.spec.model_dir)
+        try:
+            with open(path) as f:
+                text = f.read()
+        except FileNotFoundError:
+            return
+        os.remove(path)
+        try:
+            asked = f"{int(json.loads(text)['workers'])} worker(s)"
+        except (ValueError, KeyError, TypeError):
+            asked = "an unreadable count"
+        self._say("launcher", f"dropped the scale request for {asked} that an earlier launch left in {path}: "
+                              f"--workers {self.spec.workers} on the command line wins")
 
     def _read_scale_request(self) -> int | None:
         path = scale_request_path(self.spec.model_dir)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from elastimator.cluster import jobset, k8s
+from elastimator.cluster import jobset, k8s, shared_storage
 from elastimator.errors import ClusterError
 
 
@@ -17,9 +17,12 @@ def validate(document: dict[str, Any]) -> list[str]:
     return k8s.validate(document)
 
 
-def check(documents: list[dict[str, Any]]) -> None:
-    """Raises ClusterError listing every problem of every object."""
+def check(documents: list[dict[str, Any]], shared: bool = True) -> None:
+    """Raises ClusterError listing every problem of every object, and (`shared`) a job whose pods share no
+    model_dir (shared_storage.py)."""
     problems = [p for d in documents for p in validate(d)]
+    if shared and not problems:  # read only what the schemas passed
+        problems = shared_storage.problems(documents)
     if problems:
         raise ClusterError("the manifest is invalid:\n  " + "\n  ".join(problems))
 

@@ -132,3 +132,34 @@ def train_and_evaluate(estimator, train_spec, eval_spec, executor_cls=None):
     """The distribute coordinator's `train_and_evaluate`: elastimator's, for this process's role."""
     del executor_cls
     return _train_and_evaluate.train_and_evaluate(estimator, train_spec, eval_spec)
+
+
+def keras_lib_model_to_estimator(keras_model=None, keras_model_path=None, custom_objects=None, model_dir=None,
+                                 config=None, checkpoint_format=None, use_v2_estimator=False, metric_names_map=None,
+                                 export_outputs=None):
+    """`keras_lib.model_to_estimator`, with 2.15's arguments: what tf-keras's own `tf_keras.estimator.
+    model_to_estimator` calls (it imports keras_lib from tensorflow_estimator, and without it raised
+    NotImplementedError). The estimator is elastimator's Keras estimator, as `tf.keras.estimator` gives.
+
+    `checkpoint_format` ('saver' or 'checkpoint') chose how 2.15 saved the Keras weights it started from, and
+    `use_v2_estimator` which Estimator class it made; elastimator starts from the model's weights either way.
+
+    Raises:
+        ValueError: a `checkpoint_format` 2.15 did not take either.
+        NotImplementedError: for `export_outputs`, which elastimator's Keras estimator does not take: its export
+            serves the model's outputs as one PredictOutput.
+    """
+    del use_v2_estimator
+    if checkpoint_format not in (None, "saver", "checkpoint"):
+        raise ValueError(f"model_to_estimator: checkpoint_format must be 'saver' or 'checkpoint'; got "
+                         f"{checkpoint_format!r}.")
+    if export_outputs is not None:
+        raise NotImplementedError(
+            "model_to_estimator(export_outputs=...) is not served: the estimator exports the Keras model's outputs "
+            "as one PredictOutput (serving_default). Leave export_outputs out, or write a model_fn whose "
+            "EstimatorSpec names its export_outputs.")
+    from elastimator.keras import model_to_estimator  # pylint: disable=import-outside-toplevel
+
+    return model_to_estimator(keras_model=keras_model, keras_model_path=keras_model_path,
+                              custom_objects=custom_objects, model_dir=model_dir, config=config,
+                              metric_names_map=metric_names_map)

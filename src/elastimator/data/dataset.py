@@ -109,6 +109,13 @@ def _python_field_ok(column: Column, value: str) -> bool:
     return re.fullmatch(pattern, value) is not None
 
 
+def _dtype_fix(column: Column, value: str) -> str:
+    """What to do about a first record whose field is not of its column's dtype."""
+    kind, dtype = ("a number with a fraction", "float32") if re.fullmatch(_FLOAT, value.strip()) else ("text", "string")
+    return (f"If column {column.name!r} holds {kind} such as this, declare it with dtype {dtype!r} in the conf "
+            f"(Column.create({column.name!r}, {dtype!r})); if this record is wrong, fix the data.")
+
+
 def _header_rule(columns: tuple[Column, ...], field_delim: str | None):
     """Is a file's first line a header of these columns? Why, or None when it is a record."""
     names = [c.name.lower() for c in columns]
@@ -197,7 +204,7 @@ class DataSetInput:
             if not _python_field_ok(column, value):
                 raise ReaderError(
                     f"{spec.name}: in the first record of {self._sources[0]}, field {column.name!r} = {value!r} is "
-                    f"not a valid {column.dtype.name}.{hint}"
+                    f"not a valid {column.dtype.name}. {_dtype_fix(column, value)}{hint}"
                 )
 
     # --- the pipeline ------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import logging
 import os
 import sys
@@ -63,15 +64,10 @@ def _batches(reader, size: int) -> Iterator[list[list[str]]]:
         yield batch
 
 
-def _column(values: list[str], spec: tf.TensorSpec, name: str, source: str, first_line: int):
+def _column(values: list[str], spec: tf.TensorSpec):
     if spec.dtype == tf.string:
         return tf.constant(values, tf.string)
-    try:
-        array = np.asarray(values, dtype=np.float64 if spec.dtype.is_floating else np.int64)
-    except ValueError:
-        bad = next(i for i, v in enumerate(values) if not _parses(v, spec.dtype))
-        raise ReaderError(f"{source}:{first_line + bad}: input {name!r} = {values[bad]!r} is not a valid "
-                          f"{spec.dtype.name}.") from None
+    array = np.asarray(values, dtype=np.float64 if spec.dtype.is_floating else np.int64)
     return tf.constant(array.astype(spec.dtype.as_numpy_dtype))
 
 
@@ -81,6 +77,37 @@ def _parses(value: str, dtype) -> bool:
         return True
     except ValueError:
         return False
+
+
+def _faults(batch: list[list[str]], width: int, index: dict[str, int], input_specs: dict) -> dict[int, str]:
+    """Row (in `batch`) -> why it cannot be fed to the model: its field count, or a value its input's dtype does not
+    take (with what to do about it). Numbers are parsed row by row only for a column that fails as a whole."""
+    faults = {i: f"expected {width} fields, got {len(row)}" for i, row in enumerate(batch) if len(row) != width}
+    for name, spec in input_specs.items():
+        if spec.dtype == tf.string:
+            continue
+        try:
+            np.asarray([row[index[name]] for i, row in enumerate(batch) if i not in faults],
+                       dtype=np.float64 if spec.dtype.is_floating else np.int64)
+            continue
+        except ValueError:
+            pass
+        for i, row in enumerate(batch):
+            value = row[index[name]] if i not in faults else None
+            if value is not None and not _parses(value, spec.dtype):
+                faults[i] = (f"input {name!r} = {value!r} is not a valid {spec.dtype.name}, the dtype the "
+                             f"SavedModel takes for it")
+    return dict(sorted(faults.items()))
+
+
+@dataclasses.dataclass(frozen=True)
+class Predicted:
+    """What `predict_file` did."""
+
+    rows: int
+    """Rows predicted (one output row each)."""
+    bad_rows: list[str]
+    """"FILE:LINE: why" of each input row skipped (at most `max_bad_records`)."""
 
 
 def _flatten(outputs: dict) -> tuple[list[str], list[np.ndarray]]:
@@ -105,13 +132,18 @@ def _text(value) -> str:
 
 
 def predict_file(saved_model_dir: str, input_path: str, output: TextIO | None = None, batch_size: int = 1024,
-                 field_delim: str = ",", signature: str = "serving_default", keep_columns: Sequence[str] = ()
-                 ) -> int:
-    """Writes one CSV row of outputs per input row; returns the number of rows.
+                 field_delim: str = ",", signature: str = "serving_default", keep_columns: Sequence[str] = (),
+                 max_bad_records: int = 0) -> Predicted:
+    """Writes one CSV row of outputs per input row the model can take.
 
     The input's header names the columns; the signature's inputs are taken by
     name (other columns, such as the label, are ignored). `keep_columns` are
-    input columns (an id, the label) copied first into each output row.
+    input columns (an id, the label) copied first into each output row. Up to
+    `max_bad_records` rows that the model cannot take (a field missing, a value
+    its input's dtype does not hold) are skipped, each logged with its line.
+
+    Raises:
+        ReaderError: past `max_bad_records` bad rows (listing the first ones), or an input that lacks a column.
     """
     _, function = _signature(resolve_saved_model(saved_model_dir), signature)
     input_specs = function.structured_input_signature[1]
@@ -142,19 +174,35 @@ def predict_file(saved_model_dir: str, input_path: str, output: TextIO | None = 
             logger.info("Ignoring input column(s) the model does not take: %s", ", ".join(ignored))
         index = {name: header.index(name) for name in input_specs}
         writer = csv.writer(output)
-        rows, line = 0, 2
+        rows, line, bad, wrote_header = 0, 2, [], False
         for batch in _batches(reader, batch_size):
-            for offset, row in enumerate(batch):
-                if len(row) != len(header):
-                    raise ReaderError(f"{input_path}:{line + offset}: expected {len(header)} fields, got "
-                                      f"{len(row)}.")
-            inputs = {name: _column([row[index[name]] for row in batch], spec, name, input_path, line)
-                      for name, spec in input_specs.items()}
-            names, columns = _flatten(function(**inputs))
-            if rows == 0:
-                writer.writerow([*keep_columns, *names])
-            for row, values in zip(batch, zip(*columns)):
-                writer.writerow([*(row[i] for i in kept), *(_text(v) for v in values)])
-            rows += len(batch)
+            faults = _faults(batch, len(header), index, input_specs)
+            for offset, why in faults.items():
+                bad.append(f"{input_path}:{line + offset}: {why}")
+                if len(bad) > max_bad_records:
+                    raise ReaderError(_too_many(bad, max_bad_records))
+                logger.warning("Skipping bad row %s", bad[-1])
+            good = [row for i, row in enumerate(batch) if i not in faults]
             line += len(batch)
-    return rows
+            if not good:
+                continue
+            inputs = {name: _column([row[index[name]] for row in good], spec) for name, spec in input_specs.items()}
+            names, columns = _flatten(function(**inputs))
+            if not wrote_header:
+                writer.writerow([*keep_columns, *names])
+                wrote_header = True
+            for row, values in zip(good, zip(*columns)):
+                writer.writerow([*(row[i] for i in kept), *(_text(v) for v in values)])
+            rows += len(good)
+    return Predicted(rows, bad)
+
+
+def _too_many(bad: list[str], limit: int) -> str:
+    fix = "Fix those rows, or give --max-bad-records N to skip up to N bad rows (each is logged with its line)."
+    if any("the dtype the SavedModel takes" in why for why in bad):
+        fix += (" A column whose values are all of another kind (text in an int column) was declared with the "
+                "wrong dtype in the conf the model was exported from: fix the column's dtype there, train and "
+                "export again.")
+    first = "; ".join(bad[:5])
+    more = f" (first 5 of more than {limit + 1})" if len(bad) > 5 else ""
+    return f"{len(bad)} bad row(s) in --input, more than --max-bad-records={limit}{more}: {first}. {fix}"

@@ -79,7 +79,22 @@ def job_rows(summary: ModelDirSummary) -> list[tuple[str, str]]:
         rows.append((f"last evaluation ({name}/)", f"step {metrics.get('global_step')}"))
         rows += metrics_rows(metrics)
     rows += [(f"export ({name})", paths[-1]) for name, paths in summary.exports.items()]
+    if not summary.exports:
+        rows.append(("export", why_no_export(summary)))
     return rows + data_quality.rows(summary.data_sets)
+
+
+def why_no_export(summary: ModelDirSummary) -> str:
+    """The summary's line for a model_dir without an export: why there is none, and how to make one."""
+    steps = sorted({int(m.get("global_step", -1)) for m in summary.evaluations.values()})
+    if not steps:
+        why = "no evaluation ran (the job stopped before one)"
+    elif steps == [0]:
+        why = ("the only evaluation was of step 0, the model before training (the job stopped before a trained "
+               "checkpoint was evaluated), and step 0 is never exported as the best")
+    else:
+        why = "no exporter exported the evaluations (see the log)"
+    return f"none: {why}; `elastimator export CONF --model-dir {summary.model_dir}` exports the newest checkpoint"
 
 
 def render(summary: ModelDirSummary) -> str:

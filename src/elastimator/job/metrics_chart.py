@@ -46,6 +46,18 @@ def title(model_dir: str, steps: int) -> str:
     return f"{name}: {steps:,} steps"
 
 
+def trained_to(model_dir: str, loss_steps, evaluations: dict) -> int:
+    """How far the model trained: its newest checkpoint's step (what `inspect` shows), else the last step its
+    events name (the loss is logged every few steps, so its last point is short of the end)."""
+    from elastimator.estimator import CheckpointDir
+
+    checkpoints = CheckpointDir(model_dir).on_disk()
+    if checkpoints:
+        return checkpoints[-1][0]
+    return max([*loss_steps, *(step for series in evaluations.values() for points in series.values()
+                               for step, _ in points)])
+
+
 def readable_limits(values, min_span_fraction: float = 0.1) -> tuple[float, float]:
     """y-axis limits that show `values` without magnifying noise: at least 0.1 wide for a metric within
     [0, 1] (accuracy, AUC), at least 10% of its size otherwise, and clipped to [0, 1] when it lives there."""
@@ -67,6 +79,11 @@ def write_chart(model_dir: str, output: str | None = None) -> str:
     Raises:
         ModelDirError: when model_dir has no training events.
     """
+    import logging
+
+    # A first run builds matplotlib's font cache and logs "generated new fontManager" at INFO, which says
+    # nothing about the report; its warnings still show.
+    logging.getLogger("matplotlib").setLevel(max(logging.WARNING, logging.getLogger("matplotlib").level))
     import matplotlib
 
     matplotlib.use("Agg")
@@ -112,8 +129,7 @@ def write_chart(model_dir: str, output: str | None = None) -> str:
         axis.grid(alpha=0.3)
     for axis in flat[panels:]:
         axis.set_visible(False)
-    last = max([*steps, *(step for series in evaluations.values() for points in series.values() for step, _ in points)])
-    figure.suptitle(title(model_dir, last), fontsize=13)
+    figure.suptitle(title(model_dir, trained_to(model_dir, steps, evaluations)), fontsize=13)
     figure.tight_layout()
     output = output or os.path.join(model_dir, "report.png")
     with temporary_path_for(output) as temporary:

@@ -24,7 +24,7 @@ import ast
 import dataclasses
 import importlib.util
 import os
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from elastimator.errors import MissingPathError
 from elastimator.migrate import surface
@@ -86,10 +86,23 @@ def sources(path: str) -> list[str]:
     return found
 
 
-def check_paths(paths: Iterable[str]) -> list[Use]:
-    """Every use in every file under `paths`, in file and line order, names followed through the modules
-    checked together (see the module docstring)."""
-    trees = {source: _parse(source) for path in paths for source in sources(path)}
+@dataclasses.dataclass(frozen=True)
+class Checked:
+    """What `check_sources` found: the uses, in file and line order, and how many files it read."""
+
+    uses: list[Use]
+    files_read: int
+
+
+def check_sources(paths: Iterable[str], progress: Callable[[int, int], None] | None = None) -> Checked:
+    """Every use in every file under `paths`, in file and line order, names followed through the modules checked
+    together (see the module docstring); `progress(done, total)` after each file is read (a terminal's line)."""
+    files = [source for path in paths for source in sources(path)]
+    trees: dict[str, ast.AST | None] = {}
+    for done, source in enumerate(files, 1):
+        trees[source] = _parse(source)
+        if progress is not None:
+            progress(done, len(files))
     exports: dict[str, dict[str, str]] = {}
     for source, tree in trees.items():  # first pass: what each module binds
         if tree is not None:
@@ -100,7 +113,12 @@ def check_paths(paths: Iterable[str]) -> list[Use]:
     for source, tree in trees.items():
         if tree is not None:
             uses += _sorted(_Scanner(source, _module_name(source), exports).scan(tree))
-    return uses
+    return Checked(uses, len(files))
+
+
+def check_paths(paths: Iterable[str]) -> list[Use]:
+    """Every use in every file under `paths`, in file and line order (`check_sources`)."""
+    return check_sources(paths).uses
 
 
 def check_file(path: str) -> list[Use]:
@@ -110,9 +128,17 @@ def check_file(path: str) -> list[Use]:
 
 
 def _parse(path: str) -> ast.AST | None:
+    """A file's syntax tree; None where it does not parse as Python 3, or names neither `estimator` nor
+    `tensorflow`: every use names the one, and every alias a use goes through is bound from the other."""
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
-            return ast.parse(f.read(), filename=path)
+            text = f.read()
+    except OSError:
+        return None
+    if "estimator" not in text and "tensorflow" not in text:
+        return None
+    try:
+        return ast.parse(text, filename=path)
     except (SyntaxError, ValueError):
         return None
 
@@ -356,13 +382,14 @@ def by_name(uses: Iterable[Use], project_of=None) -> list[tuple[str, str, bool, 
                   key=lambda row: (-len(row[3]), row[0]))
 
 
-def report(uses: list[Use], show_served: bool = True) -> Iterator[str]:
+def report(uses: list[Use], show_served: bool = True, files_read: int | None = None) -> Iterator[str]:
     """The lines `elastimator check` prints: each use, then a summary."""
     for use in uses:
         if show_served or not use.served:
             yield use.describe()
     unserved = sorted({u.name for u in uses if u.missing})
     files = len({u.path for u in uses})
-    yield (f"{len(uses)} uses of tf.estimator's API in {files} files; "
+    read = "" if files_read is None else f" (of {files_read:,} read)"
+    yield (f"{len(uses)} uses of tf.estimator's API in {files} files{read}; "
            + ("all served by elastimator." if not unserved else
               f"{len(unserved)} not served: {', '.join(unserved)}."))

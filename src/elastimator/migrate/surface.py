@@ -113,6 +113,9 @@ PRIVATE: dict[str, dict[str, Served]] = {
     "inputs.numpy_io": _names("elastimator.inputs", ("numpy_input_fn",)),
     "inputs.pandas_io": _names("elastimator.inputs", ("pandas_input_fn",)),
     "keras": _names("elastimator.keras", ("model_to_estimator",)),
+    "keras_lib": {"model_to_estimator": Served(
+        "elastimator.compat.private:keras_lib_model_to_estimator",
+        "export_outputs is not taken (the export serves the model's outputs as one PredictOutput)")},
     "canned": {},
     "canned.head": _names("elastimator.compat.legacy_head", ("_Head",)),
     "canned.optimizers": {**_names("elastimator.premade", ("get_optimizer_instance",)),

@@ -178,7 +178,9 @@ class BestExporter(_SavedModelExporter):
     the current one count as "so far": the current evaluation's own events are
     never compared with themselves (which made tf.estimator skip exports after
     a restart, tensorflow#47396), and the first evaluation always exports when
-    no export exists yet.
+    no export exists yet. An evaluation of global step 0 (the model before any
+    training step, which a distributed evaluator meets when the job stops early)
+    is never exported as the best, nor counted as the best so far.
 
     Args:
         compare_fn: `compare_fn(best_eval_result, current_eval_result) -> bool`,
@@ -202,15 +204,24 @@ class BestExporter(_SavedModelExporter):
         if not self._pattern:
             return
         earlier = {s: r for s, r in read_eval_events(os.path.join(model_dir, self._pattern)).items()
-                   if s < current_step}
+                   if 0 < s < current_step}
         for step in sorted(earlier):
             if self._best is None or self._compare(best_eval_result=self._best, current_eval_result=earlier[step]):
                 self._best = earlier[step]
         if self._best is not None:
-            logger.info("%s: the best earlier evaluation (from events) is at step %s.", self.name,
-                        self._best["global_step"])
+            logger.info("%s: the best evaluation before step %d (from events) is at step %s.", self.name,
+                        current_step, self._best["global_step"])
 
     def export(self, estimator, export_path, checkpoint_path, eval_result, is_the_final_export):
+        if eval_result.get("global_step") == 0:
+            logger.info("%s: not exporting the evaluation of global step 0 as the best: it is the model before "
+                        "any training step.", self.name)
+            return None
+        step = eval_result.get("global_step")
+        if step is not None and int(step) in exported_steps(export_path):
+            logger.info("%s already holds an export of global step %d; not exporting it again.", export_path,
+                        int(step))  # (a rerun's re-evaluation of its last checkpoint: nothing to compare)
+            return None
         if not self._seeded:
             self._seed(estimator.model_dir, int(eval_result.get("global_step", 0)))
         first = not exports_in(export_path)

@@ -40,8 +40,10 @@ def fn_args(fn: Callable) -> tuple[str, ...]:
     )
 
 
-def _describe(fn: Callable) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+def _describe(fn: Callable, kind: str) -> str:
+    """How a message names a user's function: `kind` ("model_fn") before its name, unless the name says it."""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return name if name.endswith(kind) else f"{kind} {name}"
 
 
 def check_model_fn(model_fn: Callable, params: dict | None) -> tuple[str, ...]:
@@ -51,12 +53,12 @@ def check_model_fn(model_fn: Callable, params: dict | None) -> tuple[str, ...]:
     args = fn_args(model_fn)
     if "features" not in args:
         raise ModelFnError(
-            f"model_fn {_describe(model_fn)} must take a `features` argument; it takes {list(args)}. "
+            f"{_describe(model_fn, 'model_fn')} must take a `features` argument; it takes {list(args)}. "
             "Expected model_fn(features, labels, mode, params, config), any subset with features."
         )
     if params and "params" not in args:
         raise ModelFnError(
-            f"Estimator was given params={params!r} but model_fn {_describe(model_fn)} takes no `params` "
+            f"Estimator was given params={params!r} but {_describe(model_fn, 'model_fn')} takes no `params` "
             "argument. Add `params` to model_fn or stop passing params."
         )
     return args
@@ -154,13 +156,13 @@ def split(result, input_fn) -> tuple[Any, Any]:
     if isinstance(result, (tuple, list)):
         if len(result) != 2:
             raise InputFnError(
-                f"input_fn {_describe(input_fn)} returned a {len(result)}-tuple; expected (features, labels), "
+                f"{_describe(input_fn, 'input_fn')} returned a {len(result)}-tuple; expected (features, labels), "
                 "features alone, or a tf.data.Dataset of either. Put extra tensors inside the features dict."
             )
         return result[0], result[1]
     if result is None:
         raise InputFnError(
-            f"input_fn {_describe(input_fn)} returned None; expected a tf.data.Dataset, "
+            f"{_describe(input_fn, 'input_fn')} returned None; expected a tf.data.Dataset, "
             "(features, labels), or features."
         )
     return result, None
@@ -181,7 +183,7 @@ def call_model_fn(
         kwargs["labels"] = labels
     elif labels is not None and mode != ModeKeys.PREDICT:
         raise ModelFnError(
-            f"model_fn {_describe(model_fn)} takes no `labels` argument, but input_fn returned labels. "
+            f"{_describe(model_fn, 'model_fn')} takes no `labels` argument, but input_fn returned labels. "
             "Add `labels` to model_fn, or return features only from input_fn."
         )
     if "mode" in args:
@@ -196,12 +198,12 @@ def call_model_fn(
         spec = model_fn(**kwargs)
     if not isinstance(spec, EstimatorSpec):
         raise ModelFnError(
-            f"model_fn {_describe(model_fn)} must return an EstimatorSpec; got {type(spec).__name__}: "
+            f"{_describe(model_fn, 'model_fn')} must return an EstimatorSpec; got {type(spec).__name__}: "
             f"{spec!r:.200}. Return elastimator.EstimatorSpec(mode=mode, ...)."
         )
     if spec.mode != mode:
         raise ModelFnError(
-            f"model_fn {_describe(model_fn)} was called with mode={mode!r} but returned an EstimatorSpec "
+            f"{_describe(model_fn, 'model_fn')} was called with mode={mode!r} but returned an EstimatorSpec "
             f"with mode={spec.mode!r}. Pass the `mode` argument through to EstimatorSpec."
         )
     return spec
