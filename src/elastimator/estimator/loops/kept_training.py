@@ -193,9 +193,8 @@ class Keeper:
             self._parts.scaffold.finalize()
             if state_of(self._graph) != self._state:  # (its saver was built without what they added)
                 raise Rebuild("the hooks' begin added variables, tables or resources to the kept graph")
-            # A new saver knew no checkpoint before its own (the state file then lists only this call's, and older
-            # ones are left on disk for keep_checkpoint_max), as in tf.estimator.
-            self._parts.scaffold.saver.set_last_checkpoints_with_time([])
+            # The saver knows the checkpoints the state file lists, as a new one restoring in tf.estimator did.
+            checkpoints.recall_saved(self._parts.scaffold.saver, self._reuse.estimator.model_dir)
             if self._session is not None:
                 _ready(self._warm, self._parts.scaffold.saver, self._reuse.estimator.model_dir)
                 return self._session

@@ -20,7 +20,8 @@ def make_scaffold(spec, config, *, ready_once_made: bool = False) -> tf.compat.v
     With `ready_once_made` (a session that initializes or restores the model itself, not one that waits for
     another process to), TensorFlow's readiness checks are left out where they cannot fail: the model's scaffold
     initializes nothing itself (no init or local init op, init_fn or readiness check of its own), the graph
-    registers no shared resource (which a restore does not set), and the saver is elastimator's. That saver is
+    registers no shared resource (which a restore does not set), and the saver is elastimator's (a model's own,
+    its scaffold's or the one in the graph's SAVERS collection, is used instead, with the checks). That saver is
     built when the scaffold is finalized, after every hook's `begin`, over every global variable and saveable,
     so a restore sets them all or raises; without a checkpoint the default init op initializes them all, and the
     default local init op every local variable. The checks (which variables are still uninitialized, built op
@@ -29,6 +30,12 @@ def make_scaffold(spec, config, *, ready_once_made: bool = False) -> tf.compat.v
     user = spec.scaffold
     if user is not None and user.saver is not None:
         return user
+    collected = tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS)
+    if len(collected) == 1:
+        # The model's saver, kept in the graph's SAVERS collection (as mesh-tensorflow's MNIST shares it with its
+        # own CheckpointSaverHook): TensorFlow's Scaffold restored and saved with it in tf.estimator. It may name
+        # the variables otherwise or leave some out, so the readiness checks stay.
+        return tf.compat.v1.train.Scaffold(saver=collected[0], copy_from_scaffold=user)
     ready = _no_readiness_check() if ready_once_made and _checks_cannot_fail(user) else None
     return tf.compat.v1.train.Scaffold(saver=checkpoints.make_saver(config), ready_op=ready,
                                        ready_for_local_init_op=ready, copy_from_scaffold=user)
@@ -94,10 +101,14 @@ class NewestIntactSessionCreator(tf.compat.v1.train.SessionCreator):
         self._scaffold, self._master, self._config, self._model_dir = scaffold, master, config, model_dir
 
     def create_session(self):
-        return tf.compat.v1.train.ChiefSessionCreator(
+        checkpoint = checkpoints.CheckpointDir(self._model_dir).newest()
+        session = tf.compat.v1.train.ChiefSessionCreator(
             scaffold=self._scaffold, master=self._master, config=self._config,
-            checkpoint_filename_with_path=checkpoints.CheckpointDir(self._model_dir).newest(),
+            checkpoint_filename_with_path=checkpoint,
         ).create_session()
+        if checkpoint is not None:  # (before the hooks' after_create_session, where a saver hook saves)
+            checkpoints.recall_saved(self._scaffold.saver, self._model_dir)
+        return session
 
 
 def evaluation_scaffold(spec, config) -> tf.compat.v1.train.Scaffold:

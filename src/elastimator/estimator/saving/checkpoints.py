@@ -306,6 +306,21 @@ def step_of_path(checkpoint: str) -> int:
         raise CheckpointError(f"{checkpoint!r} is not named <prefix>-<step>.") from None
 
 
+def recall_saved(saver: tf.compat.v1.train.Saver, model_dir: str) -> None:
+    """Tells `saver`, which a session just restored with, the checkpoints model_dir's state file lists (those still
+    on disk, with their times), as TensorFlow's SessionManager told a saver restoring from a directory in
+    tf.estimator's training: its keep_checkpoint_max then counts an earlier call's or process's checkpoints and
+    deletes the oldest, and its state file keeps listing them, instead of starting from none."""
+    state = tf.train.get_checkpoint_state(model_dir)
+    saved = []
+    for prefix in state.all_model_checkpoint_paths if state is not None else []:
+        try:
+            saved.append((prefix, tf.io.gfile.stat(prefix + ".index").mtime_nsec / 1e9))
+        except tf.errors.NotFoundError:  # deleted meanwhile, or never whole: not the saver's to count
+            continue
+    saver.set_last_checkpoints_with_time(saved)
+
+
 def make_saver(config) -> tf.compat.v1.train.Saver:
     """The Saver every Estimator graph uses: relative paths, retention from RunConfig, and a finalized graph's
     meta graph made from its one GraphDef (`graph_defs`)."""
