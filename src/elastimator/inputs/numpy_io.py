@@ -84,7 +84,8 @@ def numpy_input_fn(
             with num_epochs set, 2 make twice the batches. Their batches are taken in turn, in one thread.
 
     Raises:
-        InputFnError: on mismatched lengths, a key in both x and y, or shuffle not given.
+        InputFnError: on mismatched lengths, no rows, a key in both x and y, shuffle not given, or a batch size,
+            number of epochs or of threads that is not a positive int.
     """
     features = _as_arrays(x, "x")
     labels = None if y is None else _as_arrays(y, "y")
