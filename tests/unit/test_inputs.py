@@ -15,13 +15,45 @@ def _batches(input_fn):
     return list(dataset.as_numpy_iterator())
 
 
-def test_numpy_batches_and_epochs():
+def test_numpy_batches_run_on_across_epochs():
     x = {"a": np.arange(10, dtype=np.float32), "b": np.arange(10, dtype=np.int64) * 2}
-    batches = _batches(est.inputs.numpy_input_fn(x, np.arange(10), batch_size=4, num_epochs=2, shuffle=False))
-    assert [len(features["a"]) for features, _ in batches] == [4, 4, 2, 4, 4, 2]
-    features, labels = batches[0]
-    assert features["a"].tolist() == [0, 1, 2, 3] and features["b"].tolist() == [0, 2, 4, 6]
-    assert labels.tolist() == [0, 1, 2, 3]
+    batches = _batches(est.inputs.numpy_input_fn(x, np.arange(10), batch_size=4, num_epochs=3, shuffle=False))
+    # tf.estimator 2.15's queue: 8 steps, full batches across the epochs' ends, the last one of 2
+    # (tests/compat_programs/reference_tf215.json, numpy_10_rows_batch_4_epochs_3), not 3 x (4, 4, 2).
+    assert [len(features["a"]) for features, _ in batches] == [4, 4, 4, 4, 4, 4, 4, 2]
+    features, labels = batches[2]
+    assert features["a"].tolist() == [8, 9, 0, 1] and features["b"].tolist() == [16, 18, 0, 2]
+    assert labels.tolist() == [8, 9, 0, 1]
+
+
+def test_numpy_forever_batches_are_full_and_of_static_size():
+    dataset = est.inputs.numpy_input_fn({"x": np.arange(10)}, np.arange(10), batch_size=4, num_epochs=None,
+                                        shuffle=False)()
+    features, labels = dataset.element_spec
+    assert features["x"].shape.as_list() == [4] and labels.shape.as_list() == [4]
+    rows = [f["x"].tolist() for f, _ in dataset.take(4).as_numpy_iterator()]
+    assert rows == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 0, 1], [2, 3, 4, 5]]
+    counted = est.inputs.numpy_input_fn({"x": np.arange(10)}, batch_size=4, num_epochs=1, shuffle=False)()
+    assert counted.element_spec["x"].shape.as_list() == [None]
+
+
+def test_numpy_dicts_come_in_the_order_of_their_keys_and_frames_in_the_order_of_their_columns():
+    x = {"row": np.arange(3), "b": np.arange(3), "a": np.arange(3)}
+    (features, labels), = _batches(est.inputs.numpy_input_fn(x, {"u": np.arange(3), "t": np.arange(3)},
+                                                             shuffle=False))
+    assert list(features) == ["a", "b", "row"] and list(labels) == ["t", "u"]  # as 2.15 sorted them
+    frame = pd.DataFrame(x)
+    (features, labels), = _batches(est.inputs.pandas_input_fn(frame, pd.DataFrame({"u": [1, 2, 3], "t": [1, 2, 3]}),
+                                                              shuffle=False, queue_capacity=None))
+    assert list(features) == ["row", "b", "a"] and list(labels) == ["u", "t"]
+
+
+def test_numpy_threads_each_read_every_epoch_as_2_15s_did(caplog):
+    input_fn = est.inputs.numpy_input_fn({"x": np.arange(10)}, batch_size=4, num_epochs=1, shuffle=False,
+                                         num_threads=2)
+    assert "reads the data 2 times" in caplog.text
+    rows = np.concatenate([b["x"] for b in _batches(input_fn)])
+    assert sorted(rows.tolist()) == sorted(list(range(10)) * 2)  # 5 steps, each row twice (2.15: the same)
 
 
 def test_numpy_shuffle_keeps_rows_together_and_covers_every_row():
@@ -52,6 +84,8 @@ def test_numpy_repeats_forever_when_num_epochs_is_none():
     (dict(x={"x": np.ones(3)}, y={"x": np.ones(3)}, shuffle=False), r"keys \['x'\] are in both x and y"),
     (dict(x={"x": np.ones(3)}, batch_size=0, shuffle=False), "batch_size must be a positive int"),
     (dict(x={"x": np.ones(3)}, num_epochs=0, shuffle=False), "num_epochs must be a positive int or None"),
+    (dict(x={"x": np.ones(3)}, num_threads=0, shuffle=False), "num_threads must be a positive int; got 0"),
+    (dict(x={"x": np.ones(0)}, shuffle=False), "x has no rows"),
 ])
 def test_numpy_input_errors(kwargs, message):
     with pytest.raises(InputFnError, match=message):

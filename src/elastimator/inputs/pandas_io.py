@@ -7,7 +7,7 @@ from typing import Callable
 import numpy as np
 
 from elastimator.errors import InputFnError
-from elastimator.inputs.numpy_io import numpy_input_fn
+from elastimator.inputs.numpy_io import arrays_input_fn
 
 
 def pandas_input_fn(
@@ -26,8 +26,9 @@ def pandas_input_fn(
         x: DataFrame; each column becomes a feature named after it.
         y: Series (one label tensor) or DataFrame (a dict of label tensors), or None.
             Its index must equal x's index.
+        queue_capacity: Examples buffered ahead of the model; None: x's rows (four times them to shuffle).
         target_column: Must not be a column of x (the name tf.estimator reserved for y).
-        Others: as in `numpy_input_fn`.
+        Others: as in `numpy_input_fn`; features (and a DataFrame y's labels) keep the order of the columns.
 
     Raises:
         InputFnError: on index mismatch, a clashing target column, or a non-DataFrame x.
@@ -51,7 +52,10 @@ def pandas_input_fn(
                 "pandas_input_fn: x and y have different indexes; align them (e.g. y = y.loc[x.index]) first."
             )
         labels = {str(c): _column(y[c]) for c in y.columns} if isinstance(y, pd.DataFrame) else _column(y)
-    return numpy_input_fn(features, labels, batch_size, num_epochs, shuffle, queue_capacity, num_threads)
+    if queue_capacity is None:  # 2.15's queue then held the frame, or four times it to shuffle
+        queue_capacity = len(x) * (4 if shuffle else 1)
+    return arrays_input_fn(features, labels, batch_size, num_epochs, shuffle, queue_capacity, num_threads,
+                           name="pandas_input_fn")
 
 
 def _column(series) -> np.ndarray:
