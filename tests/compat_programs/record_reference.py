@@ -29,15 +29,24 @@ def result_of(stdout: str) -> dict:
     return json.loads(next(line for line in stdout.splitlines() if line.startswith("RESULT "))[len("RESULT "):])
 
 
-def main() -> int:
+def tf215_versions() -> list[str] | None:
+    """tensorflow-cpu's and tensorflow-estimator's versions in the TF 2.15 environment, or None (said on stderr)
+    where it is missing."""
     if not os.path.exists(PYTHON):
         print(f"{PYTHON} is missing: run bench/frameworks.py once (it creates the TF 2.15 environment).",
               file=sys.stderr)
-        return 2
+        return None
     version = subprocess.run([PYTHON, "-c", "import importlib.metadata as m; "
                               "print(m.version('tensorflow-cpu'), m.version('tensorflow-estimator'))"],
                              capture_output=True, text=True, check=True)
-    results = {"versions": version.stdout.split()}
+    return version.stdout.split()
+
+
+def main() -> int:
+    versions = tf215_versions()
+    if versions is None:
+        return 2
+    results = {"versions": versions}
     chosen = sys.argv[1:]
     if chosen:
         with open(OUTPUT) as f:

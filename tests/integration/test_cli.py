@@ -21,16 +21,21 @@ def _cli(*args, env=None, timeout=300):
     return subprocess.run([CLI, *args], capture_output=True, text=True, timeout=timeout, env=full_env, cwd=ROOT)
 
 
-@pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory):
+def write_iris(directory) -> None:
+    """The tiny conf's data: iris as `directory`/train.csv (a, b, c, d, species)."""
     from sklearn.datasets import load_iris
 
-    directory = tmp_path_factory.mktemp("tiny")
     x, y = load_iris(return_X_y=True)
     with open(directory / "train.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["a", "b", "c", "d", "species"])
         writer.writerows([[*row, label] for row, label in zip(x, y)])
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("tiny")
+    write_iris(directory)
     return str(directory)
 
 

@@ -6,21 +6,15 @@ import os
 
 import pytest
 
-from tests.integration.test_cli import TINY, _cli
+from tests.integration.test_cli import TINY, _cli, write_iris
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    from sklearn.datasets import load_iris
-
     data = tmp_path_factory.mktemp("tiny")
-    x, y = load_iris(return_X_y=True)
-    with open(data / "train.csv", "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["a", "b", "c", "d", "species"])
-        writer.writerows([[*row, label] for row, label in zip(x, y)])
+    write_iris(data)
     result = _cli("run", TINY, "--max-steps", "20", env={"TINY_DATA": str(data)})
     assert result.returncode == 0, result.stderr[-3000:]
     return data, os.path.join(data, "model")

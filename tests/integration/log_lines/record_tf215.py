@@ -23,19 +23,17 @@ PROGRAMS = ("custom_program", "canned_program")
 SCREENS = ("info", "default")
 
 sys.path.insert(0, HERE)
+sys.path.insert(0, ROOT)
 import screen  # noqa: E402  pylint: disable=wrong-import-position
+from tests.compat_programs import record_reference  # noqa: E402  pylint: disable=wrong-import-position
 
 
 def main() -> int:
-    if not os.path.exists(PYTHON):
-        print(f"{PYTHON} is missing: run bench/frameworks.py once (it creates the TF 2.15 environment).",
-              file=sys.stderr)
+    versions = record_reference.tf215_versions()
+    if versions is None:
         return 2
-    version = subprocess.run([PYTHON, "-c", "import importlib.metadata as m; "
-                              "print(m.version('tensorflow-cpu'), m.version('tensorflow-estimator'))"],
-                             capture_output=True, text=True, check=True)
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    recorded: dict = {"versions": version.stdout.split()}
+    recorded: dict = {"versions": versions}
     for program in PROGRAMS:
         for shown in SCREENS:
             with tempfile.TemporaryDirectory() as model_dir:
