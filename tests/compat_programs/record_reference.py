@@ -20,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PYTHON = os.path.join(ROOT, "bench", ".venv-tf215", "bin", "python")
 OUTPUT = os.path.join(HERE, "reference_tf215.json")
-RUNS = {"linear_sdca": 8, "deepctr_models": 3, "easyrec_models": 2}
+RUNS = {"linear_sdca": 8, "deepctr_models": 2, "easyrec_models": 3}
 """Programs whose results tf.estimator 2.15 itself varies from run to run (SDCA visits a batch's examples in a
 random order; unseeded initializers), or whose spread over seeds the tests compare with, run this many times: the
 first run is the program's entry, the others its "other_runs". Each run has its number in COMPAT_PROGRAM_RUN (0 for
