@@ -79,6 +79,7 @@ def group(name, features, kind="DEEP"):
     return f'  feature_groups: {{ group_name: "{name}" {names} wide_deep: {kind} }}'
 
 
+# Each model type and the labels it learns.
 MODELS = {
     "MultiTower": ("clk",), "WideAndDeep": ("clk",), "DSSM": ("clk",), "MMoE": ("clk", "buy"),
 }
@@ -176,9 +177,10 @@ def run(model, work, train, evaluation, eval_rows):
         "checkpoints": sorted(int(name.split("-")[1].split(".")[0]) for name in os.listdir(model_dir)
                               if name.startswith("model.ckpt-") and name.endswith(".index")),
         "output_keys": sorted(outputs[0]),
-        "output_types": {k: [np.asarray(v).dtype.kind, list(np.asarray(v).shape)] for k, v in sorted(outputs[0].items())},
+        "output_types": {k: [np.asarray(v).dtype.kind, list(np.asarray(v).shape)]
+                         for k, v in sorted(outputs[0].items())},
         "input_names": sorted(predictor.input_names),
-        # The probabilities of each task (DSSM's and MMoE's embeddings and tower features are strings).
+        # The probabilities of each task (DSSM's embeddings and tower features are served as strings).
         "probs": {k: [round(float(np.asarray(out[k]).reshape(-1)[0]), 4) for out in outputs]
                   for k in sorted(outputs[0]) if k.startswith("probs")},
     }
