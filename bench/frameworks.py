@@ -30,7 +30,8 @@ sys.path.insert(0, HERE)
 from contenders import AGAIN_STEPS  # noqa: E402
 from report import add_timed_run_arguments, worktree  # noqa: E402
 TF215_VENV = os.path.join(HERE, ".venv-tf215")
-TF215_PACKAGES = ["tensorflow-cpu==2.15.1", "tensorflow-estimator==2.15.0", "pandas==2.1.4"]  # pandas: pandas_input_fn programs
+TF215_PACKAGES = ["tensorflow-cpu==2.15.1", "tensorflow-estimator==2.15.0", "pandas==2.1.4", "scikit-learn==1.5.2"]
+"""The TF 2.15 environment: pandas for the pandas_input_fn program, scikit-learn for EasyRec's (its main imports it)."""
 METRICS = ("train_examples_per_sec", "eval_examples_per_sec", "predict_examples_per_sec",
            "eval_again_examples_per_sec", "predict_again_examples_per_sec", "predict_single_again_examples_per_sec",
            "warm_predict_examples_per_sec", "time_to_first_step_secs", "train_again_secs", "train_on_secs",

@@ -20,9 +20,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 PYTHON = os.path.join(ROOT, "bench", ".venv-tf215", "bin", "python")
 OUTPUT = os.path.join(HERE, "reference_tf215.json")
-RUNS = {"linear_sdca": 8}
+RUNS = {"linear_sdca": 8, "deepctr_models": 2, "easyrec_models": 3}
 """Programs whose results tf.estimator 2.15 itself varies from run to run (SDCA visits a batch's examples in a
-random order), run this many times: the first run is the program's entry, the others its "other_runs"."""
+random order; unseeded initializers), or whose spread over seeds the tests compare with, run this many times: the
+first run is the program's entry, the others its "other_runs". Each run has its number in COMPAT_PROGRAM_RUN (0 for
+the first), which a program may take as its seed."""
 
 
 def result_of(stdout: str) -> dict:
@@ -56,10 +58,11 @@ def main() -> int:
             continue
         program = name.removesuffix(".py")
         runs = []
-        for _ in range(RUNS.get(program, 1)):
+        for number in range(RUNS.get(program, 1)):
             with tempfile.TemporaryDirectory() as model_dir:
                 run = subprocess.run([PYTHON, os.path.join(HERE, "programs", name), os.path.join(model_dir, "m")],
-                                     capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+                                     capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
+                                              COMPAT_PROGRAM_RUN=str(number)))
             if run.returncode != 0:
                 print(f"{name} failed on TF 2.15:\n{run.stderr[-3000:]}", file=sys.stderr)
                 return 1
