@@ -194,7 +194,8 @@ def test_ctrl_c_ends_every_process(tmp_path, sigint_ignored):
 
 def test_a_conf_that_does_not_import_is_reported_once(tmp_path):
     bad = tmp_path / "bad_conf.py"
-    bad.write_text("import not_a_module_anywhere\n")
+    # It defines the class asked for (read from its source first), so the import is what fails.
+    bad.write_text("import not_a_module_anywhere\n\n\nclass Conf:\n    classifier_class = None\n")
     cli = os.path.join(os.path.dirname(sys.executable), "elastimator")
     result = subprocess.run([cli, "launch", f"{bad}:Conf", "--workers", "2", "--model-dir", str(tmp_path / "m")],
                             capture_output=True, text=True, timeout=120)
