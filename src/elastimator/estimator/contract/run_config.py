@@ -14,8 +14,8 @@ import tensorflow as tf
 
 from elastimator._validate import is_int
 from elastimator.errors import ConfigError
-from elastimator.estimator.contract.tf_config import LOCAL_JOB_TF_CONFIG, ClusterInfo, TaskType, parse_cluster, read_tf_config
 from elastimator.estimator import tf_internals
+from elastimator.estimator.contract.tf_config import LOCAL_JOB_TF_CONFIG, ClusterInfo, TaskType, parse_cluster, read_tf_config
 
 __all__ = ["LOCAL_JOB_TF_CONFIG", "RunConfig", "TaskType"]
 

@@ -11,12 +11,11 @@ from typing import Any, Callable
 import tensorflow as tf
 
 from elastimator.errors import InputFnError, ModelFnError
-from elastimator.estimator import log_lines
+from elastimator.estimator import log_lines, tf_internals
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.spec import EstimatorSpec
 from elastimator.estimator.step.training_step import StepInput
 from elastimator.inputs import python_source
-from elastimator.estimator import tf_internals
 
 _MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config")
 _INPUT_FN_ARGS = ("mode", "params", "config", "input_context")

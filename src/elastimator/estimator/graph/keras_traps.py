@@ -34,10 +34,10 @@ from typing import Callable, Iterator
 import tensorflow as tf
 
 from elastimator.errors import ModelFnError
+from elastimator.estimator import tf_internals
 from elastimator.estimator.contract.spec import EstimatorSpec
 from elastimator.estimator.graph import state_updates
 from elastimator.estimator.step.write_gate import writes_state
-from elastimator.estimator import tf_internals
 
 logger = logging.getLogger("elastimator")
 

@@ -13,11 +13,11 @@ import tensorflow as tf
 
 from elastimator import long_lived
 from elastimator.embedding import engine as embedding_engine
+from elastimator.estimator import tf_internals
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.run_config import RunConfig
 from elastimator.estimator.contract.spec import EstimatorSpec
 from elastimator.estimator.graph import calls, fused_updates, keras_traps, state_updates
-from elastimator.estimator import tf_internals
 
 @dataclasses.dataclass(frozen=True)
 class ModelGraph:

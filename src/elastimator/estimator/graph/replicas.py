@@ -38,13 +38,13 @@ import tensorflow as tf
 
 from elastimator import long_lived
 from elastimator.errors import InputFnError, ModelFnError
+from elastimator.estimator import tf_internals
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.run_config import RunConfig
 from elastimator.estimator.contract.spec import EstimatorSpec
 from elastimator.estimator.graph import calls, fused_updates, uneven_ends
 from elastimator.estimator.graph.model_graph import ModelGraph, metrics_with_loss, seeded
 from elastimator.estimator.step.training_step import StepInput
-from elastimator.estimator import tf_internals
 
 
 def replicas_of(strategy: Any) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Iterable
 
 import tensorflow as tf
+
 from elastimator.estimator import tf_internals
 
 _ASSIGN_TYPES = frozenset({

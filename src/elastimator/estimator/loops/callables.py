@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 import tensorflow as tf
 from tensorflow.core.protobuf import config_pb2
+
 from elastimator.estimator import tf_internals
 
 _LEAVES = (tf.Tensor, tf.Operation, tf.Variable, str)

@@ -46,11 +46,11 @@ from typing import Any, Callable
 import tensorflow as tf
 
 from elastimator.embedding import eviction as embedding_eviction
+from elastimator.estimator import tf_internals
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.graph import calls, model_graph, state_updates
 from elastimator.estimator.loops import call_plan, warm_graphs
 from elastimator.estimator.saving import checkpoints
-from elastimator.estimator import tf_internals
 
 logger = logging.getLogger("elastimator")
 _STATE = (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_VARIABLES,

@@ -11,6 +11,7 @@ from elastimator._validate import is_int
 from elastimator.embedding import eviction as embedding_eviction
 from elastimator.errors import ClusterError, ConfigError
 from elastimator.estimator import log_lines
+from elastimator.estimator import tf_internals
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.tf_config import TaskType
 from elastimator.estimator.graph import model_graph, replicas
@@ -19,7 +20,6 @@ from elastimator.estimator.loops import hooks as engine_hooks
 from elastimator.estimator.saving import checkpoints, saver_hook
 from elastimator.estimator.step import multi_step, steps_per_call, training_step
 from elastimator.estimator.step.training_step import TrainingStep
-from elastimator.estimator import tf_internals
 
 logger = logging.getLogger("elastimator")
 

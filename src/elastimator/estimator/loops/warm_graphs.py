@@ -59,12 +59,12 @@ import tensorflow as tf
 
 from elastimator import tensorflow_import
 from elastimator.estimator import log_lines
+from elastimator.estimator import tf_internals
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.run_config import RunConfig
 from elastimator.estimator.graph import calls, model_graph, state_updates
 from elastimator.estimator.loops import call_plan, callables
 from elastimator.estimator.saving import checkpoints
-from elastimator.estimator import tf_internals
 
 logger = logging.getLogger("elastimator")
 

@@ -21,8 +21,8 @@ import sys
 
 import tensorflow as tf
 
-from elastimator.estimator.saving import graph_defs
 from elastimator.estimator import tf_internals
+from elastimator.estimator.saving import graph_defs
 
 GRAPH_FILE = "graph.pbtxt"
 

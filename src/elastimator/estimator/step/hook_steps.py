@@ -26,6 +26,7 @@ import dataclasses
 from typing import Iterable
 
 import tensorflow as tf
+
 from elastimator.estimator import tf_internals
 
 _train = tf.compat.v1.train

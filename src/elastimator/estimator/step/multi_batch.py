@@ -37,8 +37,8 @@ from typing import Callable, Iterable
 import tensorflow as tf
 
 from elastimator.errors import ConfigError
-from elastimator.estimator.step import multi_step, steps_per_call
 from elastimator.estimator import tf_internals
+from elastimator.estimator.step import multi_step, steps_per_call
 
 logger = logging.getLogger("elastimator")
 

@@ -40,10 +40,10 @@ import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2, graph_pb2
 
 from elastimator.errors import ConfigError
+from elastimator.estimator import tf_internals
 from elastimator.estimator.step import hook_steps
 from elastimator.estimator.step.steps_per_call import Pace
 from elastimator.estimator.step.training_step import TrainingStep, as_op
-from elastimator.estimator import tf_internals
 
 _PLACEHOLDERS = frozenset({"Placeholder", "PlaceholderV2", "PlaceholderWithDefault"})
 _V1_CONTROL_FLOW = frozenset({"Enter", "RefEnter", "Exit", "RefExit", "NextIteration", "RefNextIteration",

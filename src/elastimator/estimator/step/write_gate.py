@@ -33,9 +33,9 @@ from typing import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
+from elastimator.estimator import tf_internals
 from elastimator.estimator.graph import state_updates
 from elastimator.estimator.step import training_step
-from elastimator.estimator import tf_internals
 
 _READS_AND_PASS_THROUGHS = frozenset({
     "ReadVariableOp", "ResourceGather", "ResourceGatherNd", "VarIsInitializedOp", "VariableShape",
