@@ -30,6 +30,7 @@ def shown() -> bool:
     command line shows (training progress, an evaluation's results) on its own logger instead; never both."""
     return tf.get_logger().isEnabledFor(logging.INFO)
 
+
 _CONFIG_FIELDS = (
     "model_dir", "tf_random_seed", "save_summary_steps", "save_checkpoints_steps", "save_checkpoints_secs",
     "session_config", "keep_checkpoint_max", "keep_checkpoint_every_n_hours", "log_step_count_steps",
