@@ -1,6 +1,6 @@
 """elastimator vs tf.estimator 2.15 vs Keras 3 model.fit vs a tf.function loop, side by side.
 
-Run:  python bench/frameworks.py [--steps 300] [--runs 3] [--against REV]
+Run:  python bench/frameworks.py [--steps 300] [--runs 3] [--against REV] [--hog N]
 
 Each contender runs in its own process (bench/contenders.py), so peak memory is
 its own; runs are interleaved (a, b, c, d, a, b, ...) and medians reported.
@@ -12,6 +12,8 @@ Results go to bench/results/frameworks.{json,md}.
 run with the code of git revision REV (a temporary worktree's src first on
 the path), interleaved with the others, and the ratios of elastimator's
 figures over it: a change measured side by side against the code before it.
+`--hog N` runs N processes that each keep a core busy beside every contender
+(the figures of a loaded machine).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 from contenders import AGAIN_STEPS  # noqa: E402
-from report import add_timed_run_arguments, worktree  # noqa: E402
+from report import add_timed_run_arguments, cpu_hog, worktree  # noqa: E402
 TF215_VENV = os.path.join(HERE, ".venv-tf215")
 TF215_PACKAGES = ["tensorflow-cpu==2.15.1", "tensorflow-estimator==2.15.0", "pandas==2.1.4", "scikit-learn==1.5.2"]
 """The TF 2.15 environment: pandas for the pandas_input_fn program, scikit-learn for EasyRec's (its main imports it)."""
@@ -207,7 +209,9 @@ def write(result: dict, out: str) -> None:
             "which imports TensorFlow first (own_peak_rss_mb: peak RSS minus the RSS right after that import; "
             "an estimator's peak is taken after its second calls, before elastimator's warm Predictor, whose "
             "process peak is peak_rss_with_warm_predictor_mb).\n"
-            f"Machine: {result['machine']}.\n\n" + header + rows
+            f"Machine: {result['machine']}"
+            + (f"; {result['hog']} processes kept cores busy beside every run" if result.get("hog") else "")
+            + ".\n\n" + header + rows
             + "\nA ratio is of the medians; the range is the least and greatest ratio within one round.\n\n"
             + "| ratio | value | range over rounds | target | met |\n|---|---|---|---|---|\n" + ratio_rows
         )
@@ -222,6 +226,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--only", nargs="+", choices=CONTENDERS, help="run these contenders only")
     parser.add_argument("--against", metavar="REV", help="add elastimator_before: the default contender with the "
                         "code of git revision REV (see the module doc)")
+    parser.add_argument("--hog", type=int, default=0, metavar="N",
+                        help="keep N cores busy with spinning processes while every contender runs")
     parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
                         help="where the models run: cpu (GPUs hidden) or gpu (refused where TensorFlow sees none)")
     args = parser.parse_args(argv)
@@ -233,7 +239,7 @@ def main(argv=None) -> dict:
     order = [n for n in CONTENDERS if n in pythons and (not args.only or n in args.only)]
     check_device(args.device, {name: pythons[name] for name in order})
     runs: dict[str, list[dict]] = {name: [] for name in order}
-    with worktree(args.against) as before_src:
+    with worktree(args.against) as before_src, cpu_hog(args.hog):
         for _ in range(args.runs):
             for name in order:
                 src = before_src if name == "elastimator_before" else None
@@ -242,7 +248,7 @@ def main(argv=None) -> dict:
         "benchmark": "frameworks",
         "model": "DeepFM-like: 13 dense + 26 hashed categorical (10k buckets each), embedding 8, FM + MLP 64-32, Adam",
         "batch_size": args.batch_size, "steps": args.steps, "warmup": args.warmup,
-        "eval_batches": args.eval_batches, "runs": args.runs, "device": args.device,
+        "eval_batches": args.eval_batches, "runs": args.runs, "device": args.device, "hog": args.hog,
         "versions": {name: results[0]["tensorflow"] for name, results in runs.items()},
         "machine": f"{os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}",
         "all_runs": runs,

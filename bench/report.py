@@ -9,6 +9,7 @@ import os
 import random
 import statistics
 import subprocess
+import sys
 import tempfile
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
@@ -66,3 +67,16 @@ def worktree(rev: str | None):
         finally:
             subprocess.run(["git", "-C", repo, "worktree", "remove", "--force", tree], check=False,
                            capture_output=True)
+
+
+@contextlib.contextmanager
+def cpu_hog(processes: int):
+    """`processes` processes that keep a core busy each while the benchmark runs (none with 0): its figures
+    measured on a loaded machine, the CPU a neighbouring job or a busy node leaves."""
+    spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        yield
+    finally:
+        for process in spinning:
+            process.kill()
+            process.wait()

@@ -92,3 +92,63 @@ def test_facts_and_decisions_are_values():
     with pytest.raises(dataclasses.FrozenInstanceError):
         decision.yes = False
     assert GraphFacts(replicas=2) == GraphFacts(replicas=2)
+
+
+PLAIN_INPUT = dict(dataset=True, same_spec=True)
+
+
+@pytest.mark.parametrize("facts, reason, verbs", [
+    (dict(dataset=False), "no tf.data.Dataset", (EVAL, PREDICT, TRAIN)),
+    (dict(same_spec=False), "another element spec", (EVAL, PREDICT, TRAIN)),
+    (dict(reads_state=True), "reads a table or variable", (EVAL, PREDICT, TRAIN)),
+    (dict(makes_state=True), "made a table or variable", (TRAIN,)),
+    (dict(random=True), "shuffles or samples", (TRAIN,)),
+])
+def test_what_keeps_a_calls_input_out_of_the_kept_graph(facts, reason, verbs):
+    assert call_plan.reuse_input(TRAIN, call_plan.InputFacts(**PLAIN_INPUT))
+    for verb in (EVAL, PREDICT, TRAIN):
+        decision = call_plan.reuse_input(verb, call_plan.InputFacts(**{**PLAIN_INPUT, **facts}))
+        assert bool(decision) is (verb not in verbs)
+        if verb in verbs:
+            assert reason in decision.reason
+
+
+def steps(**facts):
+    return call_plan.steps_fit(call_plan.StepFacts(**{"steps_per_execution": False, "kept_loop": False,
+                                                       "session_kept": True, **facts}))
+
+
+def test_a_config_that_sets_steps_per_execution_fits_whatever_the_call():
+    assert steps(steps_per_execution=True, kept_loop=True, hook_needs_one_step="a LoggingTensorHook")
+    assert steps(steps_per_execution=True, few_steps="5 steps")
+
+
+def test_a_kept_loop_serves_short_calls_while_its_session_is_open_and_no_hook_needs_one_step():
+    assert steps(kept_loop=True, few_steps="5 steps")
+    decision = steps(kept_loop=True, few_steps="5 steps", session_kept=False)
+    assert not decision and "optimized again in a new session" in decision.reason
+    decision = steps(kept_loop=True, hook_needs_one_step="hook Counter runs per session call")
+    assert not decision and "hook Counter" in decision.reason
+
+
+def test_a_kept_single_step_graph_fits_only_where_a_new_graph_would_run_one_step_too():
+    for reason in (dict(few_steps="5 steps"), dict(hook_needs_one_step="a hook"), dict(step_not_copyable="a cond")):
+        decision = steps(**reason)
+        assert decision and next(iter(reason.values())) in decision.reason
+    decision = steps()
+    assert not decision and "a new graph would run several" in decision.reason
+
+
+def test_a_kept_training_graph_serves_only_if_the_hooks_begin_adds_no_state():
+    assert call_plan.serve_after_begin(False)
+    decision = call_plan.serve_after_begin(True)
+    assert not decision and "kept saver lacks" in decision.reason
+
+
+def test_a_kept_session_restores_unless_it_holds_that_checkpoint_unchanged():
+    stamp = ("model.ckpt-10", 120, 5)
+    assert not call_plan.restore(wanted=stamp, held=stamp, changed_since=False)
+    assert call_plan.restore(wanted=stamp, held=("model.ckpt-10", 120, 6), changed_since=False)
+    assert call_plan.restore(wanted=stamp, held=None, changed_since=False)
+    decision = call_plan.restore(wanted=stamp, held=stamp, changed_since=True)
+    assert decision and "may change the model's variables" in decision.reason

@@ -200,6 +200,21 @@ def test_calls_that_could_differ_build_afresh_every_time(tmp_path, iris, why):
     assert estimator.get_variable_value("global_step") == 15
 
 
+def test_a_hook_whose_begin_adds_state_to_a_kept_graph_gets_a_graph_built_afresh_with_it(tmp_path, iris, caplog):
+    model_fn, modes = counting()
+    estimator = estimator_in(tmp_path / "model", model_fn)
+    estimator.train(repeated(*iris), steps=5)  # kept
+    hook = MakesAVariable()
+    with caplog.at_level("INFO", logger="elastimator"):
+        estimator.train(repeated(*iris), steps=5, hooks=[hook])
+    assert "Building the training graph afresh: the hooks' begin added variables" in caplog.text
+    assert modes.count(est.ModeKeys.TRAIN) == 2 and estimator.get_variable_value("global_step") == 10
+    caplog.clear()
+    with caplog.at_level("INFO", logger="elastimator"):
+        estimator.train(repeated(*iris), steps=5)  # the graph of the call before was not kept
+    assert KEPT not in caplog.text and modes.count(est.ModeKeys.TRAIN) == 3
+
+
 def test_seeded_training_without_random_numbers_is_kept_and_repeats_exactly(tmp_path, iris):
     model_fn, modes = counting()
     runs = []

@@ -127,3 +127,30 @@ def test_a_keras_variables_tensorflow_variable(graph):
 def test_tf_keras_seed_generators_hold_a_per_thread_generator():
     generators = tf_internals.tf_keras_seed_generators()
     assert hasattr(generators, "__dict__")  # a threading.local
+
+
+class CountsCalls(tf.compat.v1.train.SessionRunHook):
+    def __init__(self):
+        self.calls = []
+
+    def begin(self):
+        self.calls.append("begin")
+
+    def after_create_session(self, session, coord):
+        self.calls.append("created")
+
+    def after_run(self, run_context, run_values):
+        self.calls.append("run")
+
+
+@pytest.mark.parametrize("should_recover", [True, False])
+def test_a_monitored_session_is_made_over_hooks_its_caller_has_begun(graph, should_recover):
+    from elastimator.estimator.loops import hooked_session
+
+    x = tf.constant(3.0)
+    hook = CountsCalls()
+    hook.begin()
+    with hooked_session.ReusingMonitoredSession(tf.compat.v1.train.ChiefSessionCreator(), [hook],
+                                                should_recover=should_recover, hooks_begun=True) as session:
+        assert session.run(x) == 3.0
+    assert hook.calls == ["begin", "created", "run"]  # begun once, by the caller

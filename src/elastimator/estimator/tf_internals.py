@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable
 
+import tensorflow as tf
 from tensorflow.python.distribute import cross_device_ops  # pylint: disable=no-name-in-module
 from tensorflow.python.distribute import mirrored_strategy  # pylint: disable=no-name-in-module
 from tensorflow.python.eager import context  # pylint: disable=no-name-in-module
@@ -38,7 +39,7 @@ MODULES = {
                "If gone: tf.config.list_logical_devices().",
     "meta_graph": "create_meta_graph_def for the events' meta graph (saver_hook.py), as TensorFlow's own "
                   "CheckpointSaverHook writes it. If gone: tf.compat.v1.train.export_meta_graph(as_text=False).",
-    "op_def_registry": "whether an op type is stateful (warm_graphs.py: random ops). If gone: "
+    "op_def_registry": "whether an op type is stateful (graph/effects.py: random ops). If gone: "
                        "op.op_def.is_stateful on each op.",
     "file_io": "atomic_write_string_to_file for graph.pbtxt on any file system (saver_hook.py). If gone: "
                "tf.io.gfile.GFile to a temporary name, then tf.io.gfile.rename.",
@@ -46,7 +47,7 @@ MODULES = {
                         "(multi_step.py). If gone: a loop of several steps cannot be built; every call runs one "
                         "step.",
     "monitored_session": "_HookedSession, _MonitoredSession and its _CoordinatedSessionCreator, the bases of "
-                         "hooked_session.ReusingMonitoredSession. If gone: tf.compat.v1.train.MonitoredSession "
+                         "hooked_session.ReusingMonitoredSession, and _RecoverableSession. If gone: tf.compat.v1.train.MonitoredSession "
                          "itself, each step through Session.run (slower by a plan per call).",
     "deprecation": "silence() around make_initializer (calls.py), which reads the iterator's deprecated "
                    "properties. If gone: the warning shows once; nothing else changes.",
@@ -63,6 +64,20 @@ tf.compat.v1.train.MonitoredSession, passing its arguments through."""
 CoordinatedSessionCreator = monitored_session._MonitoredSession._CoordinatedSessionCreator
 """What makes a monitored session's coordinated session; the subclass uses its `tf_sess`, `_hooks`,
 `_session_creator`, and the coordinated session's `_sess`. If gone: as for MonitoredSessionBase."""
+
+
+def start_monitored_session(session, creator, hooks: list, should_recover: bool) -> None:
+    """Makes `session` (a MonitoredSessionBase subclass, its __init__ not run) what _MonitoredSession.__init__
+    makes it once it has called each hook's `begin`: the coordinated session over `hooks`, recovering through
+    _RecoverableSession where `should_recover`. Sets the attributes its methods read (`_graph_was_finalized`,
+    `_hooks`, `_coordinated_creator`, `_sess`). If gone or renamed: let the monitored session call `begin`
+    itself, and check what the hooks added to the graph in the session creator instead."""
+    session._graph_was_finalized = tf.compat.v1.get_default_graph().finalized
+    session._hooks = hooks
+    session._coordinated_creator = session._CoordinatedSessionCreator(
+        session_creator=creator, hooks=hooks, stop_grace_period_secs=120)
+    session._sess = (monitored_session._RecoverableSession(session._coordinated_creator) if should_recover
+                     else session._coordinated_creator.create_session())
 
 
 def op_id(op) -> int:
@@ -198,7 +213,8 @@ def tf_keras_seed_generators():
 
 
 __all__ = [
-    "MODULES", "HookedSession", "MonitoredSessionBase", "CoordinatedSessionCreator", "op_id", "made_by_gradients",
+    "MODULES", "HookedSession", "MonitoredSessionBase", "CoordinatedSessionCreator", "start_monitored_session",
+    "op_id", "made_by_gradients",
     "unfinalize",
     "session_closed", "do_call", "make_callable_now", "add_control_input", "set_attr", "control_flow_context",
     "in_multi_worker_mode", "update_config_proto", "scale_loss_for_estimator", "on_default_cross_device_ops",

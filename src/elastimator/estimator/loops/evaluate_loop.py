@@ -85,7 +85,7 @@ def evaluate(
     if warm is not None:
         results, batches = _evaluate_kept(reuse.graphs, warm, steps)
     else:
-        results, batches = _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse, log)
+        results, batches = _evaluate_built(estimator, input_fn, steps, user_hooks, checkpoint, reuse, log)
     log.finish()
     step = int(results[GLOBAL_STEP_KEY])
     if log_lines.shown():  # 2.15's lines, for programs that read or grep them
@@ -100,9 +100,10 @@ def evaluate(
     return results  # numpy values, as tf.estimator returned them
 
 
-def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse,
-                     log: log_lines.EvaluationLog) -> tuple[dict, int]:
-    """Builds the evaluation graph and runs it in a monitored session, or keeps it (`warm_graphs`)."""
+def _evaluate_built(estimator, input_fn, steps, user_hooks, checkpoint, reuse,
+                    log: log_lines.EvaluationLog) -> tuple[dict, int]:
+    """Builds the evaluation graph and runs it: kept, in a session of its own, where the next call may reuse it
+    (`warm_graphs`), else in a monitored session as 2.15 ran it."""
     config = estimator.config
     with tf.Graph().as_default() as graph:
         strategy = config.eval_distribute
@@ -141,19 +142,19 @@ def _evaluate_afresh(estimator, input_fn, steps, user_hooks, checkpoint, reuse,
 
 def _evaluate_kept(graphs, warm, steps: int | None) -> tuple[dict, int]:
     """Runs an evaluation in a kept graph (its input started, its checkpoint restored), then keeps it again."""
+    served = warm.payload
     with graphs.in_use(warm):
-        multi_batch.run(warm.runs["batch"], lambda: _several(warm), warm.batches_run, steps)
-        results, batches = warm.runs["results"]()
-        warm.batches_run += batches
+        multi_batch.run(served.runs["batch"], lambda: served.several(lambda: _several(warm)), served.batches_run,
+                        steps)
+        results, batches = served.runs["results"]()
+        served.ran(int(batches))
         return results, int(batches)
 
 
 def _several(warm) -> Callable[[int], object] | None:
-    """A call of several batches in the kept graph, its loop built on first use (None where it cannot be)."""
-    if "batches" not in warm.runs:
-        loop = multi_batch.build_in(warm.graph, warm.fetches["batch"])
-        warm.runs["batches"] = None if loop is None else warm.session.make_callable(loop.run, feed_list=[loop.size])
-    return warm.runs["batches"]
+    """A call of several batches in the kept graph (None where its batch cannot be looped)."""
+    loop = multi_batch.build_in(warm.graph, warm.payload.fetches["batch"])
+    return None if loop is None else warm.session.make_callable(loop.run, feed_list=[loop.size])
 
 
 def _describe(checkpoint: str | None, step: int) -> str:

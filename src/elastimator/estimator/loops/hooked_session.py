@@ -115,10 +115,15 @@ class ReusingMonitoredSession(tf_internals.MonitoredSessionBase):
         should_recover: Whether an AbortedError or UnavailableError re-creates the session (TensorFlow's
             MonitoredSession) or ends the session with that error (a strategy over several processes, where a
             re-created session would wait on collectives forever).
+        hooks_begun: The caller has called each hook's `begin` (training: to see what they added to the graph
+            before a kept session is handed over); the session is made over them as they are.
     """
 
     _CoordinatedSessionCreator = _ReusingSessionCreator
 
-    def __init__(self, session_creator, hooks, should_recover: bool = True):
+    def __init__(self, session_creator, hooks, should_recover: bool = True, hooks_begun: bool = False):
         with tensorflow_import.quiet_first_session():
-            super().__init__(session_creator, hooks, should_recover=should_recover)
+            if hooks_begun:
+                tf_internals.start_monitored_session(self, session_creator, hooks, should_recover)
+            else:
+                super().__init__(session_creator, hooks, should_recover=should_recover)

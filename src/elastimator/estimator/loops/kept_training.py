@@ -30,7 +30,8 @@ Kept only where later calls behave as fresh ones: a local, single-process,
 single-replica chief; the model's spec has no hooks and no scaffold of its own;
 the input is a plain dataset; no embedding variable evicts at saves; the
 variables hold at most `call_plan.MAX_KEPT_BYTES`; the hooks' `begin` adds no variable or
-table; when `tf_random_seed` is set, neither the step nor the input draws random
+table (train_loop calls it before the session is made, and a kept graph whose hooks added
+state is closed and the call built afresh); when `tf_random_seed` is set, neither the step nor the input draws random
 numbers (a fresh graph drew the same ones every call). A call that fails or is
 stopped by a signal closes its graph. `RunConfig(reuse_graphs=False)` turns it
 off, with evaluation's and prediction's.
@@ -38,41 +39,20 @@ off, with evaluation's and prediction's.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
-from typing import Any, Callable
+from typing import Callable
 
 import tensorflow as tf
 
 from elastimator.embedding import eviction as embedding_eviction
-from elastimator.estimator import tf_internals
 from elastimator.estimator.contract.mode_keys import ModeKeys
-from elastimator.estimator.graph import calls, model_graph, state_updates
+from elastimator.estimator.graph import calls, effects, state_updates
 from elastimator.estimator.loops import call_plan, warm_graphs
+from elastimator.estimator.loops.kept_graph import KeptGraph, TrainingParts
 from elastimator.estimator.saving import checkpoints
 
 logger = logging.getLogger("elastimator")
-_STATE = (tf.compat.v1.GraphKeys.GLOBAL_VARIABLES, tf.compat.v1.GraphKeys.LOCAL_VARIABLES,
-          tf.compat.v1.GraphKeys.TABLE_INITIALIZERS, tf.compat.v1.GraphKeys.SAVEABLE_OBJECTS,
-          tf.compat.v1.GraphKeys.RESOURCES)
-"""The collections whose growth during the hooks' `begin` means a kept session would lack what they add."""
-
-
-class Rebuild(Exception):
-    """A kept graph cannot serve this call after all (the hooks' `begin` added state): build it afresh."""
-
-
-@dataclasses.dataclass(eq=False)
-class TrainingParts:
-    """What a training graph runs, besides its session: kept with it for the next call."""
-
-    built: model_graph.ModelGraph
-    step: Any
-    """The `TrainingStep` the session calls run."""
-    execution: Any
-    """The several-step `multi_step.Execution`, or None for one step per call."""
-    scaffold: tf.compat.v1.train.Scaffold
 
 
 def reuse_for(estimator) -> warm_graphs.Reuse | None:
@@ -83,15 +63,17 @@ def reuse_for(estimator) -> warm_graphs.Reuse | None:
     return warm_graphs.reuse_of(estimator, warm_graphs.call_facts(estimator, ModeKeys.TRAIN, local_chief=local_chief))
 
 
-def keepable(parts: TrainingParts, model_hooks: list, seed: int | None) -> bool:
-    """Whether a freshly built training graph's later calls would behave as fresh ones (`call_plan.keep`)."""
-    decision = call_plan.keep(ModeKeys.TRAIN, _graph_facts(parts, model_hooks, seed))
+def keepable(parts: TrainingParts, model_hooks: list, seed: int | None, hooks_added_state: bool) -> bool:
+    """Whether a freshly built training graph's later calls would behave as fresh ones (`call_plan.keep`), its
+    hooks begun."""
+    decision = call_plan.keep(ModeKeys.TRAIN, _graph_facts(parts, model_hooks, seed, hooks_added_state))
     if not decision:
         logger.debug("train keeps nothing: %s", decision.reason)
     return decision.yes
 
 
-def _graph_facts(parts: TrainingParts, model_hooks: list, seed: int | None) -> call_plan.GraphFacts:
+def _graph_facts(parts: TrainingParts, model_hooks: list, seed: int | None,
+                 hooks_added_state: bool) -> call_plan.GraphFacts:
     """A training graph, as `call_plan.keep` weighs it. What the step and input draw is read only when seeded."""
     built = parts.built
     plain = warm_graphs.plain_input(built)
@@ -100,10 +82,10 @@ def _graph_facts(parts: TrainingParts, model_hooks: list, seed: int | None) -> c
     return call_plan.GraphFacts(
         replicas=built.replicas, model_scaffold=built.spec.scaffold is not None, model_hooks=bool(model_hooks),
         plain_input=plain, input_state=state_updates.makes_state(input_ops), seeded=seeded,
-        draws_random_numbers=seeded and warm_graphs.reach([parts.step.train_op, parts.step.loss]).draws_random_numbers,
-        random_input=seeded and _random_input(input_ops), step_outputs=bool(built.step_outputs),
+        draws_random_numbers=seeded and effects.reach([parts.step.train_op, parts.step.loss]).draws_random_numbers,
+        random_input=seeded and effects.random_input(input_ops), step_outputs=bool(built.step_outputs),
         evicting_embeddings=bool(embedding_eviction.eviction_listeners(tf.compat.v1.get_default_graph())),
-        variable_bytes=_variable_bytes())
+        variable_bytes=_variable_bytes(), hooks_added_state=hooks_added_state)
 
 
 def _variable_bytes() -> float:
@@ -117,45 +99,28 @@ def _variable_bytes() -> float:
     return total
 
 
-def _random_input(ops) -> bool:
-    """Whether an input pipeline shuffles or samples: its seeds, drawn from the graph's op count under a graph
-    seed, would differ in a kept graph from a fresh one's."""
-    return any("Shuffle" in op.type or "Random" in op.type or warm_graphs.is_stateful_random(op.type) for op in ops)
-
-
-def state_of(graph: tf.Graph) -> tuple:
-    """How many variables, tables and saveables `graph` holds (`_STATE`)."""
-    return tuple(len(graph.get_collection(key)) for key in _STATE)
-
-
-def start(reuse: warm_graphs.Reuse, input_fn: Callable, wants: Callable[[TrainingParts, bool], bool]):
+def start(reuse: warm_graphs.Reuse, input_fn: Callable,
+          fits: Callable[[TrainingParts, bool], call_plan.Decision]) -> tuple[KeptGraph, object] | None:
     """The kept training graph readied for this call (its graph left open for the call's hooks, its input built),
-    with the hook that starts its input, or None where the call builds afresh: none is kept, `wants(parts,
-    whether its session is kept)` declines it, or the input yields something else than the kept one did, makes
-    a table or variable, or (seeded) shuffles."""
+    with the hook that starts its input, or None where the call builds afresh: none is kept, `fits(parts,
+    whether its session is kept)` declines it (`call_plan.steps_fit`), or the kept graph cannot run the input
+    (`call_plan.reuse_input`)."""
     warm = reuse.graphs.take(reuse.mode, reuse.key)
     if warm is None:
         return None
-    if not wants(warm.parts, warm.session is not None):
+    decision = fits(warm.payload, warm.session is not None)
+    if not decision:
+        logger.debug("train builds its graph afresh: %s", decision.reason)
         warm.close()
         return None
-    graph, seeded = warm.graph, reuse.estimator.config.tf_random_seed is not None
-    tf_internals.unfinalize(graph)  # the call's input and hooks join the graph
     try:
-        before = state_of(graph)
-        begin = warm_graphs.input_begin(warm, reuse.estimator, input_fn)
-        random = begin is not None and seeded and _random_input(state_updates.ancestors([begin]))
-        if begin is not None and state_of(graph) == before and not random:
-            if warm.reset is None:
-                with graph.as_default():
-                    warm.reset = tf.compat.v1.local_variables_initializer()
-            warm.calls += 1
+        begin = warm.with_input(lambda: warm_graphs.input_begin(warm, reuse.estimator, input_fn), keep_open=True)
+        if begin is not None:
+            warm.ensure_reset()
             return warm, calls.DatasetInitializerHook(warm.iterator, initializer=begin)
     except BaseException:
-        graph.finalize()
         warm.close()
         raise
-    graph.finalize()
     warm.close()
     return None
 
@@ -167,20 +132,20 @@ class Keeper:
     Args:
         reuse: Where the graph is kept, and under what key.
         parts: What the call's graph runs.
-        warm: The kept graph this call runs in (its session made already), or None for the graph built now (the
-            default one, not yet finalized).
+        checkpoint: The checkpoint the call resumes from (`CheckpointDir.resume_point`).
+        warm: The kept graph this call runs in (IN_USE), or None for the graph built now (the default one, its
+            hooks begun, not yet finalized).
     """
 
-    def __init__(self, reuse: warm_graphs.Reuse, parts: TrainingParts, warm: warm_graphs.WarmGraph | None = None):
-        self._reuse, self._parts, self._warm = reuse, parts, warm
+    def __init__(self, reuse: warm_graphs.Reuse, parts: TrainingParts, checkpoint: str | None,
+                 warm: KeptGraph | None = None):
+        self._reuse, self._parts, self._checkpoint, self._warm = reuse, parts, checkpoint, warm
         if warm is None:
             source = parts.built.input_hooks[0]
             self._iterator, self._release = source.iterator, calls.start_on(source.iterator, source.dataset.take(0))
         self._graph = tf.compat.v1.get_default_graph()
-        self._state = state_of(self._graph)
         self._session: tf.compat.v1.Session | None = None if warm is None else warm.session
         self._kept_session_used = False
-        self._keepable = True
 
     def creator(self, inner: tf.compat.v1.train.SessionCreator) -> tf.compat.v1.train.SessionCreator:
         """The monitored session's creator: the kept session first (restored where it must be), then (a session
@@ -191,39 +156,35 @@ class Keeper:
         if self._warm is not None and not self._kept_session_used:
             self._kept_session_used = True
             self._parts.scaffold.finalize()
-            if state_of(self._graph) != self._state:  # (its saver was built without what they added)
-                raise Rebuild("the hooks' begin added variables, tables or resources to the kept graph")
             # The saver knows the checkpoints the state file lists, as a new one restoring in tf.estimator did.
             checkpoints.recall_saved(self._parts.scaffold.saver, self._reuse.estimator.model_dir)
             if self._session is not None:
-                _ready(self._warm, self._parts.scaffold.saver, self._reuse.estimator.model_dir)
+                self._warm.restore(self._checkpoint, changed_since=False)
+                self._warm.begin(None)  # the local variables initialized, as in a new session
                 return self._session
         session = inner.create_session()
-        if self._session is not None:
+        if self._session is not None and self._session is not session:
             self._session.close()
         self._session = session
-        if state_of(self._graph) != self._state:
-            self._keepable = False
         return session
 
     def keep(self, ended_well: bool) -> None:
         """Keeps the graph and session for the next call (freeing its input meanwhile) when the call `ended_well`
         (not failed, nor stopped by a signal); else closes the session."""
-        if self._session is None or not (ended_well and self._keepable):
+        if self._session is None or not ended_well:
             self._discard()
             return
         warm = self._warm
         if warm is None:
-            warm = warm_graphs.WarmGraph(
-                mode=self._reuse.mode, key=self._reuse.key, graph=self._graph, session=self._session,
-                iterator=self._iterator, saver=self._parts.scaffold.saver, reset=None, release=self._release,
-                fetches={}, runs={}, writes_model=True, parts=self._parts)
-        elif warm.session is not self._session:  # re-created after an error
-            warm.session = self._session
-        warm.restored = _held(self._session, self._parts, self._reuse.estimator.model_dir)
+            warm = KeptGraph(mode=self._reuse.mode, key=self._reuse.key, graph=self._graph, session=self._session,
+                             iterator=self._iterator, saver=self._parts.scaffold.saver, release=self._release,
+                             payload=self._parts, restored=None)
+        warm.holds(self._session, _held(self._session, self._parts, self._reuse.estimator.model_dir))
         self._reuse.graphs.give_back(warm)
 
     def _discard(self) -> None:
+        if self._warm is not None:
+            self._warm.close()
         if self._session is not None:
             self._session.close()
             self._session = None
@@ -238,20 +199,6 @@ class _Creator(tf.compat.v1.train.SessionCreator):
 
     def create_session(self):
         return self._keeper._create(self._inner)  # pylint: disable=protected-access
-
-
-def _ready(warm: warm_graphs.WarmGraph, saver, model_dir: str) -> None:
-    """Restores the newest checkpoint into the kept session unless it holds it, and initializes the local
-    variables, as a new session would."""
-    newest = checkpoints.CheckpointDir(model_dir).newest()
-    if newest is None:
-        raise Rebuild("the model_dir holds no checkpoint now: the model starts from its initializers")
-    stamp = checkpoints.CheckpointDir.stamp(newest)
-    if stamp != warm.restored:
-        warm.restored = None
-        saver.restore(warm.session, newest)
-        warm.restored = stamp
-    warm.session.run(warm.reset)
 
 
 def _held(session: tf.compat.v1.Session, parts: TrainingParts, model_dir: str) -> tuple | None:

@@ -61,7 +61,7 @@ def predict(
     if warm is not None:
         batches = _kept_batches(reuse.graphs, warm)
     else:
-        batches = _batches_afresh(estimator, input_fn, predict_keys, user_hooks, checkpoint, reuse)
+        batches = _batches_built(estimator, input_fn, predict_keys, user_hooks, checkpoint, reuse)
     for batch in batches:
         if yield_single_examples:
             yield from _examples(batch)
@@ -84,7 +84,7 @@ def _examples(batch) -> Iterator:
         yield dict(zip(keys, row))
 
 
-def _batches_afresh(estimator, input_fn, predict_keys, user_hooks, checkpoint, reuse) -> Iterator:
+def _batches_built(estimator, input_fn, predict_keys, user_hooks, checkpoint, reuse) -> Iterator:
     """Builds the prediction graph and yields its batches from a monitored session, or keeps it (`warm_graphs`)."""
     config = estimator.config
     with tf.Graph().as_default():

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import tensorflow as tf
 
@@ -14,8 +15,9 @@ from elastimator.estimator import log_lines
 from elastimator.estimator import tf_internals
 from elastimator.estimator.contract.mode_keys import ModeKeys
 from elastimator.estimator.contract.tf_config import TaskType
-from elastimator.estimator.graph import model_graph, replicas
-from elastimator.estimator.loops import hooked_session, interrupt, kept_training, peer_watch, sessions
+from elastimator.estimator.graph import effects, model_graph, replicas
+from elastimator.estimator.loops import call_plan, hooked_session, interrupt, kept_graph, kept_training, peer_watch
+from elastimator.estimator.loops import sessions
 from elastimator.estimator.loops import hooks as engine_hooks
 from elastimator.estimator.saving import checkpoints, saver_hook
 from elastimator.estimator.step import multi_step, steps_per_call, training_step
@@ -142,18 +144,17 @@ def train(
     reuse = kept_training.reuse_for(estimator)
     if reuse is not None and latest is not None:
         to_train = steps_per_call.steps_to_train(steps, max_steps, restored_step)
-        kept = kept_training.start(reuse, input_fn, lambda parts, session_kept: _suits(
+        kept = kept_training.start(reuse, input_fn, lambda parts, session_kept: _steps_fit(
             parts, config, user_hooks, to_train, session_kept))
         if kept is not None:
             warm, input_hook = kept
             logger.info("Training in the graph and session kept from the last train call.")
-            try:
-                with warm.graph.as_default():
-                    plan = _plan(warm.parts, config, steps, max_steps)
-                    return _run(estimator, warm.parts, plan, [input_hook], [], user_hooks, listeners, steps,
-                                max_steps, kept_training.Keeper(reuse, warm.parts, warm=warm))
-            except kept_training.Rebuild as e:
-                logger.info("Building the training graph afresh: %s.", e)
+            with warm.graph.as_default():
+                plan = _plan(warm.payload, config, steps, max_steps)
+                loss = _run(estimator, warm.payload, plan, [input_hook], [], user_hooks, listeners, steps, max_steps,
+                            _Keeping(reuse, latest, warm=warm))
+            if loss is not _BUILD_AFRESH:
+                return loss
     with tf.Graph().as_default():
         strategy = config.train_distribute
         if replicas.replicas_of(strategy) > 1:
@@ -170,28 +171,22 @@ def train(
         if not tf.compat.v1.get_collection(tf.compat.v1.GraphKeys.SAVERS):
             # Where a user's CheckpointSaverHook (without a saver or scaffold) finds the training's saver.
             tf.compat.v1.add_to_collection(tf.compat.v1.GraphKeys.SAVERS, scaffold.saver)
-        parts = kept_training.TrainingParts(built=built, step=step, execution=plan.execution if plan else None,
+        parts = kept_graph.TrainingParts(built=built, step=step, execution=plan.execution if plan else None,
                                             scaffold=scaffold)
-        keeper = None
-        if reuse is not None and kept_training.keepable(parts, model_hooks, config.tf_random_seed):
-            keeper = kept_training.Keeper(reuse, parts)
+        keeping = _Keeping(reuse, latest, model_hooks=model_hooks) if reuse is not None else None
         return _run(estimator, parts, plan, list(built.input_hooks), model_hooks, user_hooks, listeners, steps,
-                    max_steps, keeper)
+                    max_steps, keeping)
 
 
-def _suits(parts: kept_training.TrainingParts, config, user_hooks: list, to_train: int | None,
-           session_kept: bool) -> bool:
-    """Whether a kept graph runs a call as a graph built for it would: several steps per call, or one."""
-    if config.steps_per_execution is not None:
-        return True  # built for what the config asks, as a new graph would be
-    if parts.execution is not None:
-        # A loop already run in the kept session serves calls of few steps too. In a new session its first run
-        # is optimized again, which few steps do not pay back (`steps_per_call.FEW_STEPS`; docs/performance.md);
-        # and a hook may need one step per call.
-        steps = None if session_kept else to_train
-        return steps_per_call.why_one_step(hooks=user_hooks, check_step=lambda: None, steps_to_train=steps) is None
-    return steps_per_call.why_one_step(hooks=user_hooks, steps_to_train=to_train,
-                                       check_step=_copyable(parts.built)) is not None
+def _steps_fit(parts: kept_graph.TrainingParts, config, user_hooks: list, to_train: int | None,
+               session_kept: bool) -> call_plan.Decision:
+    """Whether a kept graph runs a call as a graph built for it would: several steps per call, or one
+    (`call_plan.steps_fit`)."""
+    return call_plan.steps_fit(call_plan.StepFacts(
+        steps_per_execution=config.steps_per_execution is not None, kept_loop=parts.execution is not None,
+        session_kept=session_kept, hook_needs_one_step=steps_per_call.hook_needing_one_step(user_hooks),
+        few_steps=steps_per_call.few_steps(to_train),
+        step_not_copyable=parts.not_copyable(lambda: steps_per_call.not_copyable(_copyable(parts.built)))))
 
 
 def _copyable(built: model_graph.ModelGraph) -> Callable[[], object]:
@@ -199,7 +194,7 @@ def _copyable(built: model_graph.ModelGraph) -> Callable[[], object]:
     return lambda: multi_step.check_copyable(built.spec.train_op, built.spec.loss, built.step_outputs)
 
 
-def _plan(parts: kept_training.TrainingParts, config, steps, max_steps) -> multi_step.ExecutionPlanHook | None:
+def _plan(parts: kept_graph.TrainingParts, config, steps, max_steps) -> multi_step.ExecutionPlanHook | None:
     """A kept graph's plan hook for this call (none for one step per call), its calls sized by pace where
     `steps_per_execution` is None, as `_training_step` sized them."""
     if parts.execution is None:
@@ -208,9 +203,49 @@ def _plan(parts: kept_training.TrainingParts, config, steps, max_steps) -> multi
                                         pace=steps_per_call.Pace() if config.steps_per_execution is None else None)
 
 
-def _run(estimator, parts: kept_training.TrainingParts, plan, input_hooks: list, model_hooks: list, user_hooks: list,
-         listeners: list, steps, max_steps, keeper: kept_training.Keeper | None) -> float | None:
-    """Runs a training graph (the default one) in a monitored session with every hook; `keeper` keeps it."""
+_BUILD_AFRESH = object()
+"""What `_run` returns when the kept graph it was given cannot serve the call after all (`_Keeping.keeper`)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Keeping:
+    """How a train call may keep its graph: the kept graph it runs in (`warm`), or the one it built."""
+
+    reuse: Any
+    checkpoint: str | None
+    """The checkpoint the call resumes from."""
+    warm: Any = None
+    model_hooks: list = dataclasses.field(default_factory=list)
+
+    def keeper(self, parts, seed, hooks_added_state: bool):
+        """The call's `Keeper`, None where the graph it built is not kept, or `_BUILD_AFRESH` where the kept graph
+        cannot serve it (`call_plan.serve_after_begin`; the kept graph is then closed)."""
+        if self.warm is None:
+            if not kept_training.keepable(parts, self.model_hooks, seed, hooks_added_state):
+                return None
+            return kept_training.Keeper(self.reuse, parts, self.checkpoint)
+        decision = call_plan.serve_after_begin(hooks_added_state)
+        if not decision:
+            logger.info("Building the training graph afresh: %s.", decision.reason)
+            self.warm.close()
+            return _BUILD_AFRESH
+        return kept_training.Keeper(self.reuse, parts, self.checkpoint, warm=self.warm)
+
+
+def _begin(hooks: list) -> bool:
+    """Calls each hook's `begin`, in order, as a monitored session would before making its session: whether they
+    added a variable, table or resource to the graph."""
+    graph = tf.compat.v1.get_default_graph()
+    before = effects.state_of(graph)
+    for hook in hooks:
+        hook.begin()
+    return effects.state_of(graph) != before
+
+
+def _run(estimator, parts: kept_graph.TrainingParts, plan, input_hooks: list, model_hooks: list, user_hooks: list,
+         listeners: list, steps, max_steps, keeping: _Keeping | None):
+    """Runs a training graph (the default one) in a monitored session with every hook, kept as `keeping` allows:
+    the loss of the last step, or `_BUILD_AFRESH`."""
     model_dir, config, step, scaffold = estimator.model_dir, estimator.config, parts.step, parts.scaffold
     spec, strategy = parts.built.spec, config.train_distribute
     user_hooks = training_step.build_hooks(user_hooks, step)
@@ -231,8 +266,12 @@ def _run(estimator, parts: kept_training.TrainingParts, plan, input_hooks: list,
     peers = peer_watch.PeerWatchHook(_peers(config)) if several_processes else None
     if peers is not None:
         all_hooks.append(peers)
-    loss, ended = None, False
+    loss, ended, keeper = None, False, None
     try:
+        hooks_added_state = _begin(all_hooks)
+        keeper = keeping.keeper(parts, config.tf_random_seed, hooks_added_state) if keeping is not None else None
+        if keeper is _BUILD_AFRESH:
+            return _BUILD_AFRESH
         creator = sessions.training_session_creator(
             scaffold, config, model_dir,
             session_config=replicas.session_config(strategy, config.effective_session_config()),
@@ -241,8 +280,8 @@ def _run(estimator, parts: kept_training.TrainingParts, plan, input_hooks: list,
             creator = keeper.creator(creator)
         # Several processes: an aborted collective ends the session instead of re-creating it (the group
         # restarts from the newest checkpoint; a re-created session would wait on the collectives forever).
-        with hooked_session.ReusingMonitoredSession(creator, all_hooks,
-                                                    should_recover=not several_processes) as session:
+        with hooked_session.ReusingMonitoredSession(creator, all_hooks, should_recover=not several_processes,
+                                                    hooks_begun=True) as session:
             while not session.should_stop():
                 try:
                     _, loss = session.run([spec.train_op, spec.loss])
@@ -269,8 +308,10 @@ def _run(estimator, parts: kept_training.TrainingParts, plan, input_hooks: list,
             f"the newest checkpoint in {model_dir}.") from e
     finally:
         stop_on_signal.close()
-        if keeper is not None:  # kept for the next call where this one ended well; else closed
+        if keeper is not None and keeper is not _BUILD_AFRESH:  # kept for the next call where it ended well
             keeper.keep(ended and stop_on_signal.received is None)
+        elif keeping is not None and keeping.warm is not None and keeper is None:
+            keeping.warm.close()  # a kept graph whose call failed before its keeper was made
     stop_on_signal.deliver()  # Ctrl-C / SIGTERM: the checkpoint is saved; now stop as the signal asked
     log_lines.final_loss(loss)  # the numpy value the session returned, as 2.15 printed it
     return None if loss is None else float(loss)

@@ -94,13 +94,28 @@ def why_one_step(*, hooks: Iterable, check_step: Callable[[], object], steps_to_
     if in_cluster:
         return ("other trainers move the global step between this one's calls, so a call of several steps could "
                 "pass max_steps by that many")
+    return few_steps(steps_to_train) or hook_needing_one_step(hooks) or not_copyable(check_step)
+
+
+def few_steps(steps_to_train: int | None) -> str | None:
+    """Why a call of `steps_to_train` steps (None: the input decides) is too short to pay back a loop, or None."""
     if steps_to_train is not None and steps_to_train < FEW_STEPS:
         return f"training runs {steps_to_train} steps, fewer than the {FEW_STEPS} a loop of steps pays back"
+    return None
+
+
+def hook_needing_one_step(hooks: Iterable) -> str | None:
+    """Why one of `hooks` needs one step per session call (`allows_several_steps`), or None."""
     for hook in hooks:
         if not allows_several_steps(hook):
             name = type(hook).__name__
             return (f"hook {name} runs per session call (mark its class several_steps_per_call = True if it acts "
                     "on the global step, not on the number of calls)")
+    return None
+
+
+def not_copyable(check_step: Callable[[], object]) -> str | None:
+    """Why the step cannot be copied into a loop (what `check_step` raises), or None."""
     try:
         check_step()
     except ConfigError as error:
