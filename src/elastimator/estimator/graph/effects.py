@@ -55,12 +55,14 @@ class Reach:
 
 
 def reach(fetches) -> Reach:
-    """What running `fetches` in the current graph may do, from every op it runs and every function those call."""
-    graph = tf.compat.v1.get_default_graph()
-    model = {v.op for v in tf.compat.v1.global_variables()}
+    """What running `fetches` (of one graph) may do, from every op it runs and every function those call."""
+    stack = [t if isinstance(t, tf.Operation) else t.op for t in tf.nest.flatten(fetches)]
+    if not stack:
+        return Reach(draws_random_numbers=False, writes_model=False)
+    graph = stack[0].graph
+    model = {v.op for v in graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)}
     random = writes = False
     seen: set = set()
-    stack = [t if isinstance(t, tf.Operation) else t.op for t in tf.nest.flatten(fetches)]
     functions: list[str] = []
     while stack:
         op = stack.pop()
