@@ -4,6 +4,7 @@ SIGKILLed mid-job restarted per its restart policy with no record lost. Root onl
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +15,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import yaml
+
+from tests.helpers import DLROVER_EXAMPLES
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow,
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")]
@@ -169,3 +172,32 @@ def test_a_sigkilled_pod_restarts_per_its_policy_and_no_record_is_lost(tmp_path)
     assert "restarting counting-worker-0 (in place: exit code 137, restartPolicy OnFailure)" in text
     assert "Succeeded: TFJob counting successfully completed" in text
     assert _counts(tmp_path / "claim").min() >= EPOCHS, text
+
+
+@pytest.mark.skipif(not DLROVER_EXAMPLES.is_dir(), reason=f"DLRover's examples are expected at {DLROVER_EXAMPLES}")
+def test_dlrovers_criteo_deeprec_elasticjob_converted_rehearses_to_succeeded(tmp_path):
+    """DLRover's own manual_job.yaml, converted to a TFJob, in an image laid out as DLRover's Dockerfile lays it
+    (examples/tensorflow/criteo_deeprec under the working directory; the command's `cd` into it), with the
+    model's documented label fix (tests/compat_programs/test_dlrover_examples.py) named by its --conf."""
+    from tests.compat_programs.test_dlrover_examples import _LABELS_AS_COLUMN_CONF
+
+    image = tmp_path / "image"
+    example = image / "examples" / "tensorflow" / "criteo_deeprec"
+    shutil.copytree(DLROVER_EXAMPLES / "criteo_deeprec", example)
+    (example / "labels_as_column_conf.py").write_text(_LABELS_AS_COLUMN_CONF)
+    (image / "src").symlink_to(os.path.join(ROOT, "src"))  # the image's elastimator
+    converted = _cli("k8s", "convert", str(DLROVER_EXAMPLES / "criteo_deeprec" / "manual_job.yaml"),
+                     "-o", str(tmp_path / "job.yaml"))
+    assert converted.returncode == 0, converted.stderr
+    documents = list(yaml.safe_load_all((tmp_path / "job.yaml").read_text()))
+    for _, container in _containers(documents):
+        container["command"] = [w.replace("--conf=train_conf.TrainConf", "--conf=labels_as_column_conf.TrainConf")
+                                for w in container["command"]]
+    path = tmp_path / "edited.yaml"
+    path.write_text(yaml.safe_dump_all(documents))
+    result = _cli("k8s", "rehearse", str(path), "--image-root", str(image), "--work-dir", str(tmp_path / "work"),
+                  "--timeout", "600", timeout=720)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Succeeded: TFJob deepctr-manual-scale successfully completed" in result.stdout
+    model_dir = tmp_path / "work" / "claims" / "pvc-nas" / "deepctr"  # the conf's /nas/deepctr on the claim
+    assert _checkpoint_steps(model_dir)[-1] > 0 and os.listdir(model_dir / "export")
