@@ -117,6 +117,69 @@ def test_a_hand_broken_port_fails_naming_the_pod_and_the_address(tmp_path):
             "census-chief-0, but it listens on 2222, 2223, 2224, not 2299") in result.stderr
 
 
+def test_a_hand_broken_tf_config_fails_naming_the_pod_and_the_address(tmp_path):
+    documents = _manifest(tmp_path, CENSUS, "--api", "jobset", "--name", "census", "--ps", "1", "--workers", "2",
+                          "--pvc", "model")
+    worker = next(r for r in documents[-1]["spec"]["replicatedJobs"] if r["name"] == "worker")
+    config = {"cluster": {"ps": ["census-ps-0-0.census:2299"], "chief": ["census-chief-0-0.census:2222"],
+                          "worker": ["census-worker-0-0.census:2222", "census-worker-0-1.census:2222"]},
+              "task": {"type": "worker", "index": 0}}
+    worker["template"]["spec"]["template"]["spec"]["containers"][0]["env"].append(
+        {"name": "TF_CONFIG", "value": json.dumps(config)})
+    result = _rehearse(tmp_path, documents)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert ("pod census-worker-0-0: TF_CONFIG cluster.ps[0] names census-ps-0-0.census:2299, which is pod "
+            "census-ps-0-0, but it listens on 2222, not 2299") in result.stderr
+
+
+def test_a_conf_path_missing_from_the_image_fails_with_the_pods_own_words(tmp_path):
+    documents = _manifest(tmp_path, CENSUS, "--name", "census", "--ps", "1", "--workers", "1", "--pvc", "model")
+    for _, container in _containers(documents):
+        container["command"] = [w.replace("examples/census/", "census/") for w in container["command"]]
+    result = _rehearse(tmp_path, documents)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Failed: TFJob census has failed: pod census-" in result.stdout
+    assert "conf file 'census/census_conf.py' does not exist (current directory: /job)" in result.stdout
+
+
+def _alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_ctrl_c_stops_every_pod_group_and_removes_the_network(tmp_path):
+    env, data = _counting(tmp_path, sync=False, step_secs="0.5")  # slow steps: it is still training when stopped
+    documents = _edit(_manifest(tmp_path, COUNTING, "--name", "counting", "--ps", "1", "--workers", "1",
+                                "--pvc", "model"), env=env, data=data)
+    path = tmp_path / "edited.yaml"
+    path.write_text(yaml.safe_dump_all(documents))
+    proc = subprocess.Popen([sys.executable, "-m", "elastimator.cli", "k8s", "rehearse", str(path), "--work-dir",
+                             str(tmp_path / "work"), "--claim", f"model={tmp_path / 'claim'}"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src")))
+    try:
+        state = tmp_path / "work" / "pods.json"
+        deadline = time.monotonic() + 120
+        while not (state.exists() and len(json.loads(state.read_text())) == 3):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        groups = [p["pgid"] for p in json.loads(state.read_text()).values()]
+        assert all(_alive(g) for g in groups)
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output
+    assert "Failed: interrupted: every pod stopped." in output
+    assert not [g for g in groups if _alive(g)]
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert f"elr{proc.pid}-" not in namespaces
+
+
 def _counting(tmp_path, *, sync: bool, step_secs: str):
     data = tmp_path / "data"
     data.mkdir()

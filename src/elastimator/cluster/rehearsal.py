@@ -185,7 +185,13 @@ class Rehearsal:
 
     def probe(self, pod: Pod) -> list[str]:
         """The addresses `pod` is given that do not answer from its own network namespace, each with why."""
-        addresses = sorted({a for _, a in rehearsal_wiring.named_addresses(pod)})
+        table = rehearsal_wiring.dns_table(self.job.pods)
+
+        def answering(address: str) -> bool:  # a pod that is running: one that is not says nothing by refusing
+            target = table.get(address.rpartition(":")[0])
+            return target is not None and target.name != pod.name and self.procs[target.name].poll() is None
+
+        addresses = sorted({a for _, a in rehearsal_wiring.named_addresses(pod) if answering(a)})
         if not addresses:
             return []
         script = ("import socket,sys\nfor a in sys.argv[1:]:\n h,_,p=a.rpartition(':')\n try:\n"
@@ -195,6 +201,11 @@ class Rehearsal:
                                  script, *addresses], capture_output=True, text=True)
         return [f"pod {pod.name} cannot reach {line.replace(chr(9), ': ', 1).replace(chr(9), ' ')}"
                 for line in result.stdout.splitlines() if line.strip()]
+
+
+def _tail(path: str, lines: int = 6) -> list[str]:
+    with open(path, errors="replace") as f:
+        return [line if line.endswith("\n") else line + "\n" for line in f.readlines()[-lines:]]
 
 
 def rehearse(spec: RehearsalSpec, out: TextIO = sys.stdout) -> int:
@@ -241,6 +252,10 @@ def rehearse(spec: RehearsalSpec, out: TextIO = sys.stdout) -> int:
     out.write(f"{'Succeeded' if result.succeeded else 'Failed'}: {result.reason}\n")
     for line in unreachable:
         out.write(f"  {line}\n")
+    for pod in failed if not result.succeeded else []:
+        out.write(f"  the end of {pod.name}'s log ({rehearsal.logs[pod.name]}):\n")
+        out.write("".join(f"    {line}" for line in _tail(rehearsal.logs[pod.name])))
+    out.write("\n")
     out.write("\n".join(summary_rows(rehearsal.controller, rehearsal.logs, rehearsal.stopped, late)) + "\n")
     out.flush()
     return 130 if interrupted else 0 if result.succeeded else 1

@@ -196,7 +196,7 @@ def summary_rows(controller: Controller, logs: dict[str, str], stopped: Iterable
     for name, state in controller.state.items():
         phase = "Stopped (the job was done)" if name in stopped else state.phase
         if name in late:
-            phase = f"Exited {late[name]} after the job"
+            phase = f"Exited {late[name]} as it ended"
         codes = ",".join(map(str, state.exit_codes)) or "-"
         rows.append(f"  {name:<32} {phase:<28} exit codes {codes:<14} restarts {state.restarts}  {logs.get(name, '')}")
     return rows
