@@ -40,7 +40,8 @@ def _chief_env(documents):
     if job["kind"] == "TFJob":
         template = job["spec"]["tfReplicaSpecs"]["Chief"]["template"]
     else:
-        template = next(r for r in job["spec"]["replicatedJobs"] if r["name"] == "chief")["template"]["spec"]["template"]
+        chief = next(r for r in job["spec"]["replicatedJobs"] if r["name"] == "chief")
+        template = chief["template"]["spec"]["template"]
     return {e["name"]: e.get("value") for e in template["spec"]["containers"][0]["env"]}
 
 

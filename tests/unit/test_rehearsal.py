@@ -91,7 +91,8 @@ def test_the_wiring_of_a_written_manifest_holds_and_a_broken_port_or_name_is_nam
                                                          "census-chief-0.default.svc:2299")
     assert "listens on 2222, 2223, 2224, not 2299" in problems[0]
     next(e for e in env if e["name"] == "ELASTIMATOR_SHARD_SERVICE")["value"] = "census-chief-0.prod.svc:2223"
-    assert "no pod of the job has the name census-chief-0.prod.svc" in rehearsal_wiring.problems(workload(broken).pods)[0]
+    problems = rehearsal_wiring.problems(workload(broken).pods)
+    assert "no pod of the job has the name census-chief-0.prod.svc" in problems[0]
 
 
 def test_a_secret_missing_from_the_manifest_is_named():

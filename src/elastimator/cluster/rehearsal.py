@@ -117,11 +117,12 @@ class Rehearsal:
         with open(log, "wb") as f:
             self.procs[pod.name] = subprocess.Popen(command, env=self._env(pod), stdin=subprocess.DEVNULL, stdout=f,
                                                     stderr=subprocess.STDOUT, start_new_session=True)
-        self._write_state()
+        self.write_state()
 
-    def _write_state(self) -> None:
-        state = {name: {"pgid": proc.pid, "running": proc.poll() is None, "restarts": self.controller.state[name].restarts,
-                        "log": self.logs.get(name)} for name, proc in self.procs.items()}
+    def write_state(self) -> None:
+        state = {name: {"pgid": proc.pid, "running": proc.poll() is None,
+                        "restarts": self.controller.state[name].restarts, "log": self.logs.get(name)}
+                 for name, proc in self.procs.items()}
         path = os.path.join(self.work, "pods.json")
         with open(path + ".tmp", "w") as f:
             json.dump(state, f, indent=1)
@@ -174,10 +175,10 @@ class Rehearsal:
                         for pod in self.job.pods:
                             self.start(pod)
                     elif isinstance(decision, Done):
-                        self._write_state()
+                        self.write_state()
                         return decision
                 self.out.flush()
-                self._write_state()
+                self.write_state()
             if deadline is not None and time.monotonic() > deadline:
                 return Done(False, f"the rehearsal's --timeout {self.spec.timeout_secs:g}s passed before the "
                                    f"{self.job.kind} finished.")
@@ -248,7 +249,7 @@ def rehearse(spec: RehearsalSpec, out: TextIO = sys.stdout) -> int:
     finally:
         rehearsal.network.delete()
         signal.signal(signal.SIGTERM, previous)
-    rehearsal._write_state()
+    rehearsal.write_state()
     out.write(f"{'Succeeded' if result.succeeded else 'Failed'}: {result.reason}\n")
     for line in unreachable:
         out.write(f"  {line}\n")

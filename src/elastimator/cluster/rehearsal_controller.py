@@ -101,7 +101,8 @@ class Controller:
         restart = policy in ("OnFailure", "Always") or (policy == "ExitCode" and retryable(code))
         if not restart:
             state.phase = FAILED
-            why = "exit code 1-127 is not retryable under ExitCode" if policy == "ExitCode" else f"restartPolicy {policy}"
+            why = ("exit code 1-127 is not retryable under ExitCode" if policy == "ExitCode"
+                   else f"restartPolicy {policy}")
             return [Done(False, f"TFJob {self.workload.name} has failed because {pod.role} replica {pod.name} failed "
                                 f"(exit code {code}; {why}).")]
         limit = (self.workload.spec.get("runPolicy") or {}).get("backoffLimit")
@@ -194,7 +195,7 @@ def summary_rows(controller: Controller, logs: dict[str, str], stopped: Iterable
     stopped, late = set(stopped), late or {}
     rows = []
     for name, state in controller.state.items():
-        phase = "Stopped (the job was done)" if name in stopped else state.phase
+        phase = "Stopped" if name in stopped else state.phase
         if name in late:
             phase = f"Exited {late[name]} as it ended"
         codes = ",".join(map(str, state.exit_codes)) or "-"
