@@ -183,6 +183,17 @@ def _parser() -> argparse.ArgumentParser:
     k8s_scale.add_argument("--namespace", default="default")
     k8s_scale.add_argument("--api", choices=("tfjob", "jobset"), default="tfjob",
                            help="what the job was submitted as (default tfjob)")
+    rehearse = k8s_commands.add_parser("rehearse", help="run a TFJob or JobSet manifest on this machine as "
+                                                        "Kubernetes would (a network namespace per pod), before "
+                                                        "you submit it")
+    rehearse.add_argument("manifest", help="a manifest file (`k8s manifest` or `k8s convert` wrote it)")
+    rehearse.add_argument("--timeout", type=float, help="fail the rehearsal after this many seconds")
+    rehearse.add_argument("--image-root", default=".",
+                          help="the image's code, mounted at /job as the Dockerfile in docs/kubernetes.md puts it "
+                               "(default: the current directory)")
+    rehearse.add_argument("--work-dir", help="logs, claims and the pods' own disks (default: ./rehearsal-<job>)")
+    rehearse.add_argument("--claim", action="append", default=[], metavar="NAME=DIR",
+                          help="the directory of a PersistentVolumeClaim (default: <work-dir>/claims/NAME)")
     return parser
 
 
@@ -451,6 +462,14 @@ def _k8s(args) -> int:
         manifests.check(documents)
         print(f"{args.manifest}: valid ({', '.join(d.get('kind', '?') for d in documents)})")
         return 0
+    if args.k8s_command == "rehearse":
+        from elastimator.cluster.rehearsal import RehearsalSpec, rehearse
+
+        claims = dict(c.partition("=")[::2] for c in args.claim)
+        if any(not name or not path for name, path in claims.items()):
+            raise ConfError(f"--claim takes NAME=DIR; got {args.claim}.")
+        return rehearse(RehearsalSpec(args.manifest, image_root=args.image_root, work_dir=args.work_dir or "",
+                                      timeout_secs=args.timeout, claims=claims))
     if args.k8s_command == "submit":
         for created in manifests.submit(k8s.load(args.manifest)):
             print(f"created {created}")

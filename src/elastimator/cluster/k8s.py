@@ -41,12 +41,15 @@ from elastimator.cluster import k8s_autoscale, progress_file
 from elastimator.cluster.k8s_apis import TFJOB
 from elastimator.cluster.plan import EVALUATOR_ENV
 from elastimator.errors import ClusterError
+from elastimator.job import evaluator_done
 
 GROUP, VERSION, PLURAL = TFJOB.group, TFJOB.version, TFJOB.plural
 TF_PORT = 2222
 SHARD_PORT = 2223
 REPORT_PORT = 2224
 """The shard service's report line: workers' per-step reports, cheaper than a gRPC call each."""
+EVALUATOR_WAIT_SECS = 900
+"""How long a TFJob's chief waits for the evaluator's final round before it ends the job."""
 CONTAINER = "tensorflow"
 """The training operator finds the TensorFlow container by this name."""
 PROGRESS_PATH = "/tmp/elastimator-progress.json"
@@ -140,6 +143,9 @@ def pod_template(spec: TFJobSpec, role: str, shard_service: str, extra_env: Sequ
     if role == "chief" and spec.autoscale:
         autoscaling = k8s_autoscale.chief_settings(spec, api)
         env.append(autoscaling["env"])
+    if role == "chief" and spec.evaluator and api == "tfjob":
+        # The operator calls a TFJob Succeeded with its chief and stops the evaluator (job/evaluator_done.py).
+        env.append({"name": evaluator_done.WAIT_ENV, "value": str(EVALUATOR_WAIT_SECS)})
     if role == "chief":
         # Listening beyond loopback is configured here, on purpose: the other pods must reach the service.
         env.append({"name": "ELASTIMATOR_SHARD_SERVICE_LISTEN", "value": f"0.0.0.0:{SHARD_PORT}"})

@@ -26,7 +26,7 @@ from elastimator.elastic.sharded_input import ShardedInput
 from elastimator.elastic.shards import ShardingSpec
 from elastimator.errors import ConfError, ExportError
 from elastimator.estimator import CheckpointDir, Estimator, RunConfig, StepHook, TaskType
-from elastimator.job import data_quality, devices
+from elastimator.job import data_quality, devices, evaluator_done
 from elastimator.job.conf import ExporterConf, JobConf
 from elastimator.job.progress import ProgressHook, progress_file_hook
 from elastimator.train_eval import eval_rounds
@@ -295,11 +295,21 @@ def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: b
                 elastic.server.drain(timeout_secs=max(60.0, 3 * elastic.server.service.worker_timeout_secs))
                 elastic.server.stop()
     step = CheckpointDir(estimator.model_dir).newest_step()
+    if evaluation is not None:
+        _meet_the_evaluator(config, estimator.model_dir, step)
     report = data_quality.of_inputs(inputs)
     if config.task_type != TaskType.PS:
         data_quality.write(estimator.model_dir, _task_name(config), report)
     return JobResult(model_dir=estimator.model_dir, global_step=step, metrics=metrics,
                      exports=[p.decode() if isinstance(p, bytes) else p for p in exports], data_sets=report)
+
+
+def _meet_the_evaluator(config: RunConfig, model_dir: str, step: int | None) -> None:
+    """The evaluator marks its final round done; a chief given evaluator_done.WAIT_ENV waits for it."""
+    if config.task_type == TaskType.EVALUATOR:
+        evaluator_done.mark(model_dir, step)
+    elif config.is_chief and step is not None and os.environ.get(evaluator_done.WAIT_ENV):
+        evaluator_done.wait(model_dir, step, float(os.environ[evaluator_done.WAIT_ENV]))
 
 
 def _task_name(config: RunConfig) -> str:
