@@ -264,6 +264,12 @@ class Launcher:
         children = self._job.children.values() if self._job is not None else ()
         return {c.task.name: c.restarts for c in children if c.restarts}
 
+    def strikes(self) -> dict[str, int]:
+        """Tasks with restarts since the job last made progress, and how many: what counts against
+        `max_restarts` now (supervision.py)."""
+        children = self._job.children.values() if self._job is not None else ()
+        return {c.task.name: c.strikes for c in children if c.strikes}
+
     def request_stop(self) -> None:
         """Asks a running `run()` to end the job, within a turn; it returns 130. Safe from a signal handler: it
         takes no lock. (Setting the Event the loop waits on could deadlock there: the handler runs in the main
