@@ -24,7 +24,8 @@ from elastimator.cluster.plan import ClusterPlan
 from tests.integration.chaos import Chaos, describe, schedule
 from tests.integration.counting_job import Network
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1200)]
+"""A run takes 2-3.5 minutes on a loaded 2-core machine; the timeout leaves room for a much slower one."""
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONF = os.path.join(ROOT, "tests", "integration", "counting_conf.py") + ":CountingConf"
 RECORDS, EPOCHS, BATCH, SHARD, SAVE_STEPS = 3000, 2, 10, 50, 40
@@ -69,7 +70,7 @@ def run_chaos(spec: LaunchSpec, faults, chaos_seed: int, launcher: Launcher | No
     thread.start()
     chaos = Chaos(launcher, faults, spec.max_restarts, over=lambda: not thread.is_alive(), cut=cut).start()
     try:
-        thread.join(timeout=900)
+        thread.join(timeout=900)  # then the context below says where it hung
     finally:
         chaos.stop()
         if thread.is_alive():
