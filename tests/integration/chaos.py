@@ -136,15 +136,19 @@ class Chaos:
     # --- landing -------------------------------------------------------------------------------------------
 
     def _run(self) -> None:
+        self._land_all()
+        # A task frozen or cut when the chief finished is released on time too: the job waits for it to finish.
+        while self._held and not self._done.wait(0.2):
+            self._release_due()
+
+    def _land_all(self) -> None:
         last = time.monotonic()
         for fault in self.faults:
             while True:
                 if self._done.is_set() or self.over() or self._chief_finished():
                     return
+                self._release_due()
                 now = time.monotonic()
-                for task, until in list(self._held.items()):
-                    if now >= until:
-                        self._release(task)
                 due = (self.step() >= fault.at_step) if fault.at_step is not None else now - last >= fault.after_secs
                 pid = self._process(fault.task)
                 if due and pid is not None and fault.task not in self._held and self._budget_allows():
@@ -152,10 +156,12 @@ class Chaos:
                 self._done.wait(0.2)
             self._land(fault, pid)
             last = time.monotonic()
-        while self._held and not self._done.wait(0.2):
-            for task, until in list(self._held.items()):
-                if time.monotonic() >= until:
-                    self._release(task)
+
+    def _release_due(self) -> None:
+        now = time.monotonic()
+        for task, until in list(self._held.items()):
+            if now >= until:
+                self._release(task)
 
     def _land(self, fault: Fault, pid: int) -> None:
         print(f"chaos: {fault} (landing at step {self._step}, pid {pid})", flush=True)

@@ -27,7 +27,8 @@ The rules:
 * a task whose server does not listen within `start_timeout_secs` ends the job;
 * a chief that fails after the parameter servers finished (they exit 0 only on the chief's word that training
   is over) is not restarted: the job ends with 1 and says so;
-* once the chief has finished, nothing is restarted; workers still starting are
+* once the chief has finished, nothing is restarted (but an evaluator that died
+  while the job trained: it evaluates the final checkpoint); workers still starting are
   stopped, the others and the evaluator get `finish_timeout_secs`, then the
   parameter servers are stopped and the job ends (1 if the evaluator failed);
 * a stop request (Ctrl-C, SIGTERM) ends the job with 130.
@@ -388,7 +389,7 @@ class _Turn:
         name, role, code = event.task, child.task.role, event.code
         child = self._set(name, exit_code=code)
         self._record("exit", name, code=code)
-        if code == 0 or (self.chief_done_at is not None and role == "worker"):
+        if code == 0 or (self.chief_done_at is not None and role in ("worker", "evaluator")):
             self._set(name, state=State.FINISHED)
             if role == "chief" and code == 0:
                 self.chief_done_at = self.now
@@ -525,7 +526,12 @@ class _Turn:
 
     def _timers(self) -> None:
         if self.chief_done_at is not None:
-            return  # nothing restarts after the chief, and nothing still starting can fail the job
+            # Nothing dead after the chief restarts, and nothing still starting can fail the job; but an evaluator
+            # that died while the job trained still starts, to evaluate the final checkpoint.
+            for child in list(self.children.values()):
+                if child.task.role == "evaluator" and child.state is State.RESTARTING and self.now >= child.restart_at:
+                    self._start(child.task, fresh=False)
+            return None
         for child in list(self.children.values()):
             if child.state is State.RESTARTING and self.now >= child.restart_at:
                 self._start(child.task, fresh=False)
@@ -544,7 +550,8 @@ class _Turn:
                 self._say(f"{child.task.name} was still starting when the chief finished; stopping it, there is "
                           "nothing left for it to train")
                 self._retire(child)
-        waiting = [c for c in self.children.values() if c.task.role in ("worker", "evaluator") and c.state.alive]
+        waiting = [c for c in self.children.values() if c.task.role in ("worker", "evaluator") and c.state.alive
+                   or c.task.role == "evaluator" and c.state is State.RESTARTING]
         if waiting and self.now - self.chief_done_at <= self.policy.finish_timeout_secs:
             return
         for child in waiting:
