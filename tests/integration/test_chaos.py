@@ -91,7 +91,8 @@ def report(what: str, outcome: dict, bound: int) -> None:
     landed = outcome["landed"]
     per_fault = outcome["replays"] / max(1, len(landed))
     print(f"{what}: {len(landed)} faults landed ({', '.join(f'{l.fault.kind} {l.fault.task}' for l in landed)}), "
-          f"{len(outcome['restarts'])} restarts, exit 0, 0 lost, {outcome['replays']} replayed "
+          f"{len(outcome['restarts'])} restarts ({sum(1 for r in outcome['restarts'] if r.get('group'))} of the "
+          f"synchronous group), exit 0, 0 lost, {outcome['replays']} replayed "
           f"({per_fault:.1f} per fault; bound {bound}), {outcome['wall']:.0f} s", flush=True)
 
 
