@@ -116,7 +116,11 @@ def _parser() -> argparse.ArgumentParser:
     launch.add_argument("--evaluator", action="store_true", help="also run an evaluator process")
     launch.add_argument("--model-dir", help="override the conf's model_dir")
     launch.add_argument("--max-steps", type=int, help="override the conf's max_steps")
-    launch.add_argument("--max-restarts", type=int, default=3, help="restarts per process before giving up")
+    launch.add_argument("--max-restarts", type=int, default=3,
+                        help="restarts of a process (or of a synchronous group) in a row with no progress between "
+                             "them before giving up (default 3); a checkpoint newer than the one it restarted from "
+                             "gives the budget back, so a crash loop ends the job and a long job's faults do not "
+                             "add up")
     launch.add_argument("--stall-secs", type=float, default=30.0,
                         help="a synchronous job: a trainer that makes no step for this long restarts the group from "
                              "the newest checkpoint (default 30)")

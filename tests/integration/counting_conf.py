@@ -4,7 +4,8 @@ COUNT_DATA names a file of "id,label" lines; COUNT_RECORDS their number. With CO
 step also trains the rows of its ids in an embedding variable (keyed by id * scale, two partitions), so a test can
 check that no id is lost. With COUNT_SYNC=1 the job trains synchronously (strategy 'multi_worker_mirrored'): the
 trainers' counts are all-reduced into every copy of the variable; COUNT_REPLICAS=N then trains N replicas in each
-process (logical CPU devices), each on a batch of its own.
+process (logical CPU devices), each on a batch of its own. With COUNT_EVAL=1 the conf has an eval set (the same
+file, 5 batches an evaluation), for a job with an evaluator.
 """
 
 import os
@@ -58,5 +59,10 @@ class CountingConf:
         "columns": (Column.create("id", "int"), Column.create("label", "float32", is_label=True)),
         "batch_size": 10, "shard_size": 50, "epoch": 2,
     }
+    if os.environ.get("COUNT_EVAL") == "1":
+        eval_set = {"reader": FileReader(os.environ["COUNT_DATA"]),
+                    "columns": (Column.create("id", "int"), Column.create("label", "float32", is_label=True)),
+                    "batch_size": 10, "epoch": 1}
+        eval_steps = 5
     strategy = "multi_worker_mirrored" if SYNC else "parameter_server"
     replicas_per_worker = int(os.environ["COUNT_REPLICAS"]) if os.environ.get("COUNT_REPLICAS") else None

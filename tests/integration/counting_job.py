@@ -41,13 +41,13 @@ class Network:
     """One network namespace per task, all on one bridge in this namespace (which reaches every task), as if
     each task ran on a host of its own. Root only; `set_link` cuts one task off."""
 
-    def __init__(self):
+    def __init__(self, tasks: tuple[str, ...] = TASKS):
         remove_leftovers()
         self.subnet = free_subnet(216)
         self.bridge = link_name("b")
-        self.namespaces = {task: namespace_name(task) for task in TASKS}
-        self.links = {task: (link_name("h", i), link_name("p", i)) for i, task in enumerate(TASKS)}
-        self.addresses = {task: f"{self.subnet}.{i + 1}" for i, task in enumerate(TASKS)}
+        self.namespaces = {task: namespace_name(task) for task in tasks}
+        self.links = {task: (link_name("h", i), link_name("p", i)) for i, task in enumerate(tasks)}
+        self.addresses = {task: f"{self.subnet}.{i + 1}" for i, task in enumerate(tasks)}
         self.bridge_address = f"{self.subnet}.254"
 
     def create(self) -> "Network":

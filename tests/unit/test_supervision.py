@@ -50,7 +50,7 @@ def test_a_death_is_restarted_after_a_backoff_that_doubles():
     job = Job().up()
     job.at(10.0, sv.Exited("worker-1", -9))
     assert job.states()["worker-1"] is sv.State.RESTARTING
-    assert "worker-1 exited with code -9; restarting it in 1.0s (restart 1 of 2)" in job.said()
+    assert "worker-1 exited with code -9; restarting it in 1.0s (restart 1 of 2 without progress)" in job.said()
     assert not kinds(job.at(10.9), sv.Start)
     assert kinds(job.at(11.0), sv.Start) == [sv.Start(Task("worker", 1), restart=1)]
     job.at(12.0, sv.Listening("worker-1"))
@@ -65,7 +65,8 @@ def test_a_worker_out_of_restarts_leaves_its_slot_empty_and_the_job_goes_on():
         job.at(now, sv.Exited("worker-0", 1))
         job.at(now + 5)
     job.at(30.0, sv.Exited("worker-0", 1))
-    assert "worker-0 failed 3 times; leaving its slot empty" in job.said()
+    assert ("worker-0 failed 3 times with no progress between them (not any checkpoint); leaving its slot empty"
+            in job.said())
     assert job.states()["worker-0"] is sv.State.FINISHED
     assert not kinds(job.at(100.0), sv.Start) and not kinds(job.decisions, sv.End)
 
@@ -77,7 +78,8 @@ def test_a_parameter_server_out_of_restarts_ends_the_job():
         job.at(now + 5)
     decisions = job.at(30.0, sv.Exited("ps-0", 1))
     assert kinds(decisions, sv.End) == [sv.End(1)]
-    assert "ps-0 exited with code 1 and was already restarted 2 time(s); giving up. See /m/logs/ps-0.log." in job.said()
+    assert ("ps-0 exited with code 1 and was already restarted 2 time(s) with no progress between them (not any "
+            "checkpoint); giving up. See /m/logs/ps-0.log.") in job.said()
 
 
 @pytest.mark.parametrize("code, end, message", [
@@ -130,6 +132,16 @@ def test_nothing_restarts_once_the_chief_has_finished():
     assert job.states()["worker-0"] is sv.State.FINISHED
     job.at(12.0, sv.Exited("evaluator-0", 1))
     assert not kinds(job.at(50.0), sv.Start)
+
+
+def test_an_evaluator_that_died_while_the_job_trained_still_starts_to_evaluate_the_final_checkpoint():
+    """Killed moments before the chief finished, its restart pending: once a job that trained well failed for it."""
+    job = Job().up()
+    job.at(10.0, sv.Exited("evaluator-0", -9))  # restarts at 11.0
+    job.at(10.5, sv.Exited("chief-0", 0), sv.Exited("worker-0", 0), sv.Exited("worker-1", 0))
+    assert not kinds(job.decisions, sv.End)
+    assert kinds(job.at(11.0), sv.Start) == [sv.Start(Task("evaluator"), restart=1)]
+    assert kinds(job.at(20.0, sv.Exited("evaluator-0", 0)), sv.End) == [sv.End(0)]
 
 
 def test_the_end_waits_for_the_evaluator_and_reports_its_failure():
@@ -225,7 +237,7 @@ def test_a_stalled_trainer_restarts_the_whole_group_itself_included():
     assert "worker-1 made no training step for 31 s (a frozen process, or a peer it waits on); a synchronous " \
            "step needs every worker, so the chief and workers start again in 1.0s" in job.said()
     assert [d.fields for d in kinds(job.decisions, sv.Record) if d.event == "restart"] == [
-        {"code": None, "delay_secs": 1.0, "group": True, "stalled": True}]
+        {"code": None, "delay_secs": 1.0, "group": True, "strikes": 1, "stalled": True}]
     assert {d.task.name for d in kinds(job.at(41.0), sv.Start)} == {"chief-0", "worker-0", "worker-1"}
     # A parameter-server job's trainers do not wait on each other: a slow one is no failure.
     ps_job = Job().up()
@@ -237,7 +249,8 @@ def test_a_dead_worker_restarts_the_whole_group_chief_first_and_leaves_the_evalu
     job.at(10.0, sv.Exited("worker-1", -9))
     assert [d.task.name for d in kinds(job.decisions, sv.Stop)] == ["chief-0", "worker-0"]
     assert not any(d.return_shards for d in kinds(job.decisions, sv.Stop))  # the service restarts with the chief
-    assert "chief and workers start again in 1.0s from the newest checkpoint (restart 1 of 2)" in job.said()
+    assert ("chief and workers start again in 1.0s from the newest checkpoint (restart 1 of 2 without progress)"
+            in job.said())
     assert job.states() == {"chief-0": sv.State.RESTARTING, "worker-0": sv.State.RESTARTING,
                             "worker-1": sv.State.RESTARTING, "evaluator-0": sv.State.RUNNING}
     assert not kinds(job.at(10.9), sv.Start)
@@ -250,7 +263,7 @@ def test_a_dead_worker_restarts_the_whole_group_chief_first_and_leaves_the_evalu
     job.up(23.0)
     job.at(30.0, sv.Exited("worker-0", 1))
     assert kinds(job.decisions, sv.End) == [sv.End(1)]
-    assert "already started again 2 time(s); giving up" in job.said()
+    assert "already started again 2 time(s) with no progress between them" in job.said()
 
 
 def test_a_killed_worker_is_the_cause_when_a_member_reacting_to_it_exits_in_the_same_turn():

@@ -5,9 +5,12 @@ The launcher starts ps (none for a synchronous job), chief, workers and (optiona
 role prefix (and into `<model_dir>/logs/<task>.log`), and supervises them:
 
 * a worker, evaluator, ps or chief that dies is restarted with exponential
-  backoff, at most `max_restarts` times. Workers rejoin through the shard
-  service; the chief resumes from the newest checkpoint and its seal; trainers
-  whose session loses a restarted ps re-create it from the newest checkpoint.
+  backoff, at most `max_restarts` times in a row with no progress between them:
+  a checkpoint newer than the one a task started from gives its budget back
+  (supervision.py's rule), so a crash loop ends the job and a long job's faults
+  do not add up. Workers rejoin through the shard service; the chief resumes
+  from the newest checkpoint and its seal; trainers whose session loses a
+  restarted ps re-create it from the newest checkpoint.
 * a task whose server does not listen within `start_timeout_secs` is a clear
   failure naming the task; a task that exits 2 (bad conf or usage) or 3 (a
   NaN loss, a reader past max_bad_records, a broken model_fn) is not restarted,
@@ -46,6 +49,7 @@ from elastimator.cluster.plan import EVALUATOR_ENV, ClusterPlan, Task
 from elastimator.cluster.private_network import private_network
 from elastimator.errors import ClusterError
 from elastimator.cluster import progress_file
+from elastimator.elastic.model_dir_files import newest_saved_step
 from elastimator.tensorflow_import import NATIVE_LOG_LINE
 
 logger = logging.getLogger("elastimator")
@@ -69,7 +73,7 @@ class LaunchSpec:
     evaluator: bool = False
     max_steps: int | None = None
     max_restarts: int = 3
-    """Restarts per task before the launcher gives up on it."""
+    """Restarts of a task in a row, with no newer checkpoint between them, before the launcher gives up on it."""
     backoff_secs: float = 1.0
     """Wait before a task's first restart; doubles with each further restart."""
     start_timeout_secs: float = 120.0
@@ -219,12 +223,15 @@ class Launcher:
         self._events_lock = threading.Lock()
         self._scaler = autoscale.Tracker() if spec.autoscale else None
         self._next_autoscale = 0.0
+        self._checkpoint_step: int | None = None
+        self._next_checkpoint_look = 0.0
 
     # --- public ------------------------------------------------------------------------------
 
     @property
     def events(self) -> list[dict]:
-        """What happened, in order: start, up, exit, restart, first_step, scale (each with a time)."""
+        """What happened, in order: start, up, exit, restart, first_step, checkpoint, progress, scale (each with a
+        time)."""
         with self._events_lock:
             return list(self._events)
 
@@ -257,6 +264,12 @@ class Launcher:
         children = self._job.children.values() if self._job is not None else ()
         return {c.task.name: c.restarts for c in children if c.restarts}
 
+    def strikes(self) -> dict[str, int]:
+        """Tasks with restarts since the job last made progress, and how many: what counts against
+        `max_restarts` now (supervision.py)."""
+        children = self._job.children.values() if self._job is not None else ()
+        return {c.task.name: c.strikes for c in children if c.strikes}
+
     def request_stop(self) -> None:
         """Asks a running `run()` to end the job, within a turn; it returns 130. Safe from a signal handler: it
         takes no lock. (Setting the Event the loop waits on could deadlock there: the handler runs in the main
@@ -286,7 +299,8 @@ class Launcher:
         tasks += [Task("worker", i) for i in range(self.spec.workers)]
         if self.spec.evaluator:
             tasks.append(Task("evaluator"))
-        self._job, decisions = supervision.begin(tasks, self.spec.workers, self._clock())
+        self._checkpoint_step = newest_saved_step(self.spec.model_dir)
+        self._job, decisions = supervision.begin(tasks, self.spec.workers, self._clock(), self._checkpoint_step)
         code = self._carry_out(decisions)
         while code is None:
             self._stopping.wait(self._turn_secs)
@@ -311,13 +325,27 @@ class Launcher:
             if name not in self._stepped and progress_file.read(self._progress_path(name)) is not None:
                 self._stepped.add(name)
                 self._event("first_step", name)
+                events.append(supervision.Stepped(name))
             elif self.spec.synchronous and name in self._stepped:
                 silent = progress_file.stalled(self._progress_path(name), self.spec.stall_secs)
                 if silent is not None:
                     events.append(supervision.Stalled(name, silent))
             if child.state is supervision.State.STARTING and self._probe(self.plan.address(child.task)):
                 events.append(supervision.Listening(name))
-        return events
+        return events + self._new_checkpoint(now)
+
+    def _new_checkpoint(self, now: float) -> list[supervision.Event]:
+        """A `Checkpointed` event when the model_dir's newest checkpoint changed (looked at once a second: on a
+        remote file system each look is a listing)."""
+        if now < self._next_checkpoint_look:
+            return []
+        self._next_checkpoint_look = now + 1.0
+        step = newest_saved_step(self.spec.model_dir)
+        if step is None or step == self._checkpoint_step:
+            return []
+        self._checkpoint_step = step
+        self._event("checkpoint", None, step=step)
+        return [supervision.Checkpointed(step)]
 
     def _scale_requests(self, now: float) -> list[supervision.Event]:
         with self._events_lock:

@@ -16,13 +16,19 @@ A child's life::
 
 The rules:
 
-* a death is restarted after `backoff_secs * 2**restarts`, at most `max_restarts`
-  times; a worker out of restarts leaves its slot empty, any other task ends the job;
+* a death is restarted after `backoff_secs * 2**strikes`; a task's *strikes* are its restarts since the job last
+  made progress, and a task with `max_restarts` strikes that dies again is given up on: a worker leaves its slot
+  empty, any other task ends the job. So a crash loop gives up after `max_restarts` restarts, as a budget that
+  never refills would, while a job that runs for days survives any number of faults with progress between them;
+* progress, for a task: a checkpoint newer than the newest one when it was (re)started (`Checkpointed`), which a
+  chief or worker must also have trained a step towards (`Stepped`: its progress file). It takes the task's
+  strikes back to 0, and its backoff with them (a group's members each, in a synchronous job);
 * exit 2 (usage) and exit 3 (a failure a restart would repeat) end the job at once;
 * a task whose server does not listen within `start_timeout_secs` ends the job;
 * a chief that fails after the parameter servers finished (they exit 0 only on the chief's word that training
   is over) is not restarted: the job ends with 1 and says so;
-* once the chief has finished, nothing is restarted; workers still starting are
+* once the chief has finished, nothing is restarted (but an evaluator that died
+  while the job trained: it evaluates the final checkpoint); workers still starting are
   stopped, the others and the evaluator get `finish_timeout_secs`, then the
   parameter servers are stopped and the job ends (1 if the evaluator failed);
 * a stop request (Ctrl-C, SIGTERM) ends the job with 130.
@@ -31,8 +37,8 @@ A synchronous job (`Policy.synchronous`: the chief and workers all-reduce, Multi
 as one group, which cannot go on without any of its members:
 
 * a trainer that dies takes the group down: the others are stopped (the chief first) and the whole group starts
-  again after the backoff, from the newest checkpoint (the chief's shard service rewinds to its seal); the
-  group's restarts count against `max_restarts`, and a group out of restarts ends the job;
+  again after the backoff, from the newest checkpoint (the chief's shard service rewinds to its seal); every
+  member gets the group's strikes (its members' most) plus one, and a group out of restarts ends the job;
 * a scale request stops the group (the chief first, which saves a checkpoint as it stops) and starts it again
   with the new number of workers, each TF_CONFIG naming them: the job goes on from that checkpoint.
 """
@@ -75,8 +81,16 @@ class Child:
     listens: bool
     """It runs a server (every task but the evaluator), which must accept connections within the start timeout."""
     restarts: int = 0
+    """Restarts over the job's life (what the job's summary reports)."""
     restart_at: float | None = None
     exit_code: int | None = None
+    strikes: int = 0
+    """Restarts since the job last made progress (see the module doc): what counts against `max_restarts`, and
+    sets the backoff."""
+    resumed_from: int | None = None
+    """The newest checkpoint's step when this process started: progress is a newer one."""
+    stepped: bool = False
+    """This process has trained a step (a trainer's progress file appeared)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +100,8 @@ class Job:
     children: Mapping[str, Child]
     target_workers: int
     chief_done_at: float | None = None
+    checkpoint_step: int | None = None
+    """The newest checkpoint's step seen (`Checkpointed`), None before the first."""
 
     def alive_workers(self) -> int:
         return sum(1 for c in self.children.values() if c.task.role == "worker" and c.state.alive)
@@ -94,6 +110,7 @@ class Job:
 @dataclasses.dataclass(frozen=True)
 class Policy:
     max_restarts: int = 3
+    """Restarts of a task (or a synchronous group) with no progress between them before it is given up on."""
     backoff_secs: float = 1.0
     start_timeout_secs: float = 120.0
     finish_timeout_secs: float = 180.0
@@ -145,7 +162,21 @@ class Stalled:
     secs: float
 
 
-Event = Union[Exited, Listening, ScaleTo, Autoscaled, StopRequested, Stalled]
+@dataclasses.dataclass(frozen=True)
+class Stepped:
+    """A trainer's process trained its first step (its progress file appeared)."""
+
+    task: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Checkpointed:
+    """The model_dir's newest checkpoint is now of `step`."""
+
+    step: int
+
+
+Event = Union[Exited, Listening, ScaleTo, Autoscaled, StopRequested, Stalled, Stepped, Checkpointed]
 
 
 # --- decisions: what the shell does --------------------------------------------------------------------
@@ -193,15 +224,17 @@ class End:
 Decision = Union[Start, Stop, Kill, Say, Record, End]
 
 
-def begin(tasks: Sequence[Task], workers: int, now: float) -> tuple[Job, list[Decision]]:
-    """The job's first state, with every task starting."""
-    children = {t.name: _started(t, now, restarts=0) for t in tasks}
-    return Job(children, workers), [Start(t, 0) for t in tasks]
+def begin(tasks: Sequence[Task], workers: int, now: float,
+          checkpoint_step: int | None = None) -> tuple[Job, list[Decision]]:
+    """The job's first state, with every task starting (from the checkpoint of `checkpoint_step`, if any)."""
+    children = {t.name: _started(t, now, 0, resumed_from=checkpoint_step) for t in tasks}
+    return Job(children, workers, checkpoint_step=checkpoint_step), [Start(t, 0) for t in tasks]
 
 
-def _started(task: Task, now: float, restarts: int) -> Child:
+def _started(task: Task, now: float, restarts: int, strikes: int = 0, resumed_from: int | None = None) -> Child:
     listens = task.role != "evaluator"
-    return Child(task, State.STARTING if listens else State.RUNNING, now, listens, restarts=restarts)
+    return Child(task, State.STARTING if listens else State.RUNNING, now, listens, restarts=restarts,
+                 strikes=strikes, resumed_from=resumed_from)
 
 
 def scale_refused(workers: int, worker_slots: int) -> str | None:
@@ -246,13 +279,14 @@ class _Turn:
 
     def __init__(self, job: Job, now: float, policy: Policy):
         self.children = dict(job.children)
-        self.target, self.chief_done_at = job.target_workers, job.chief_done_at
+        self.target, self.chief_done_at, self.checkpoint_step = job.target_workers, job.chief_done_at, \
+            job.checkpoint_step
         self.now, self.policy = now, policy
         self.decisions: list[Decision] = []
         self.ended = False
 
     def job(self) -> Job:
-        return Job(self.children, self.target, self.chief_done_at)
+        return Job(self.children, self.target, self.chief_done_at, self.checkpoint_step)
 
     def run(self, events: Sequence[Event]) -> None:
         if any(isinstance(e, StopRequested) for e in events):
@@ -268,6 +302,10 @@ class _Turn:
                 self._exited(event)
             elif isinstance(event, Stalled):
                 self._stalled(event)
+            elif isinstance(event, Stepped):
+                self._stepped(event.task)
+            elif isinstance(event, Checkpointed):
+                self._checkpointed(event.step)
             if self.ended:
                 return None
         self._timers()
@@ -296,8 +334,8 @@ class _Turn:
 
     def _start(self, task: Task, fresh: bool) -> None:
         old = self.children.get(task.name)
-        restarts = 0 if fresh or old is None else old.restarts
-        self.children[task.name] = _started(task, self.now, restarts)
+        restarts, strikes = (0, 0) if fresh or old is None else (old.restarts, old.strikes)
+        self.children[task.name] = _started(task, self.now, restarts, strikes, self.checkpoint_step)
         self.decisions.append(Start(task, restarts))
 
     def _retire(self, child: Child) -> None:
@@ -351,7 +389,7 @@ class _Turn:
         name, role, code = event.task, child.task.role, event.code
         child = self._set(name, exit_code=code)
         self._record("exit", name, code=code)
-        if code == 0 or (self.chief_done_at is not None and role == "worker"):
+        if code == 0 or (self.chief_done_at is not None and role in ("worker", "evaluator")):
             self._set(name, state=State.FINISHED)
             if role == "chief" and code == 0:
                 self.chief_done_at = self.now
@@ -374,20 +412,50 @@ class _Turn:
             self._end(1)
         elif self.policy.synchronous and role in ("chief", "worker"):
             self._group_failed(child, code)
-        elif child.restarts >= self.policy.max_restarts and role == "worker":
+        elif child.strikes >= self.policy.max_restarts and role == "worker":
             self._set(name, state=State.FINISHED)
-            self._say(f"{name} failed {child.restarts + 1} times; leaving its slot empty")
-        elif child.restarts >= self.policy.max_restarts:
+            self._say(f"{name} failed {child.strikes + 1} times {self._no_progress()}; leaving its slot empty")
+        elif child.strikes >= self.policy.max_restarts:
             self._set(name, state=State.FAILED)
-            self._say(f"{name} exited with code {code} and was already restarted {child.restarts} time(s); giving "
-                      f"up. See {self._log(name)}.")
+            self._say(f"{name} exited with code {code} and was already restarted {child.strikes} time(s) "
+                      f"{self._no_progress()}; giving up. See {self._log(name)}.")
             self._end(1)
         else:
-            delay = self.policy.backoff_secs * 2 ** child.restarts
-            child = self._set(name, state=State.RESTARTING, restarts=child.restarts + 1, restart_at=self.now + delay)
-            self._record("restart", name, code=code, delay_secs=delay)
+            delay = self.policy.backoff_secs * 2 ** child.strikes
+            child = self._set(name, state=State.RESTARTING, restarts=child.restarts + 1, strikes=child.strikes + 1,
+                              restart_at=self.now + delay)
+            self._record("restart", name, code=code, delay_secs=delay, strikes=child.strikes)
             self._say(f"{name} exited with code {code}; restarting it in {delay:.1f}s "
-                      f"(restart {child.restarts} of {self.policy.max_restarts})")
+                      f"(restart {child.strikes} of {self.policy.max_restarts} without progress)")
+
+    def _no_progress(self) -> str:
+        """Why the restarts so far count: what the job had not done between them."""
+        newest = "any checkpoint" if self.checkpoint_step is None else f"a checkpoint after step {self.checkpoint_step}"
+        return f"with no progress between them (not {newest})"
+
+    # --- progress: what gives a restart budget back ------------------------------------------------------
+
+    def _stepped(self, name: str) -> None:
+        child = self.children.get(name)
+        if child is not None and child.state.alive:
+            self._set(name, stepped=True)
+
+    def _checkpointed(self, step: int) -> None:
+        """A newer checkpoint: every live task started from an older one (and, a trainer, that trained since) has
+        made progress, and its strikes go back to 0."""
+        if self.checkpoint_step is not None and step <= self.checkpoint_step:
+            return None
+        self.checkpoint_step = step
+        refilled = [c.task.name for c in self.children.values()
+                    if c.strikes and c.state.alive and (c.resumed_from is None or step > c.resumed_from)
+                    and (c.stepped or c.task.role not in ("chief", "worker"))]
+        for name in refilled:
+            self._set(name, strikes=0)
+        if refilled:
+            self._record("progress", None, step=step, refilled=refilled)
+            self._say(f"checkpoint {step}: the job made progress since the restart of {', '.join(refilled)}; "
+                      f"{'its' if len(refilled) == 1 else 'their'} restarts count from 0 again")
+        return None
 
     # --- a synchronous group -----------------------------------------------------------------------------
 
@@ -416,21 +484,23 @@ class _Turn:
 
     def _group_failed(self, child: Child, code: int | None, why: str | None = None) -> None:
         what = why or f"exited with code {code}"
-        restarts = max(c.restarts for c in self._trainers())
-        if restarts >= self.policy.max_restarts:
+        strikes = max(c.strikes for c in self._trainers())
+        if strikes >= self.policy.max_restarts:
             self._set(child.task.name, state=State.FAILED)
             self._say(f"{child.task.name} {what}, and the group of chief and workers was already "
-                      f"started again {restarts} time(s); giving up. See {self._log(child.task.name)}.")
+                      f"started again {strikes} time(s) {self._no_progress()}; giving up. "
+                      f"See {self._log(child.task.name)}.")
             return self._end(1)
-        delay = self.policy.backoff_secs * 2 ** restarts
+        delay = self.policy.backoff_secs * 2 ** strikes
         self._stop_group(but=child.task.name if code is not None else None)
         for member in self._trainers():
-            self._set(member.task.name, state=State.RESTARTING, restarts=restarts + 1, restart_at=self.now + delay)
-        self._record("restart", child.task.name, code=code, delay_secs=delay, group=True,
+            self._set(member.task.name, state=State.RESTARTING, restarts=member.restarts + 1, strikes=strikes + 1,
+                      restart_at=self.now + delay)
+        self._record("restart", child.task.name, code=code, delay_secs=delay, group=True, strikes=strikes + 1,
                      **({"stalled": True} if code is None else {}))
         self._say(f"{child.task.name} {what}; a synchronous step needs every worker, so the chief "
                   f"and workers start again in {delay:.1f}s from the newest checkpoint "
-                  f"(restart {restarts + 1} of {self.policy.max_restarts})")
+                  f"(restart {strikes + 1} of {self.policy.max_restarts} without progress)")
         return None
 
     def _regroup(self, workers: int) -> None:
@@ -456,7 +526,12 @@ class _Turn:
 
     def _timers(self) -> None:
         if self.chief_done_at is not None:
-            return  # nothing restarts after the chief, and nothing still starting can fail the job
+            # Nothing dead after the chief restarts, and nothing still starting can fail the job; but an evaluator
+            # that died while the job trained still starts, to evaluate the final checkpoint.
+            for child in list(self.children.values()):
+                if child.task.role == "evaluator" and child.state is State.RESTARTING and self.now >= child.restart_at:
+                    self._start(child.task, fresh=False)
+            return None
         for child in list(self.children.values()):
             if child.state is State.RESTARTING and self.now >= child.restart_at:
                 self._start(child.task, fresh=False)
@@ -475,7 +550,8 @@ class _Turn:
                 self._say(f"{child.task.name} was still starting when the chief finished; stopping it, there is "
                           "nothing left for it to train")
                 self._retire(child)
-        waiting = [c for c in self.children.values() if c.task.role in ("worker", "evaluator") and c.state.alive]
+        waiting = [c for c in self.children.values() if c.task.role in ("worker", "evaluator") and c.state.alive
+                   or c.task.role == "evaluator" and c.state is State.RESTARTING]
         if waiting and self.now - self.chief_done_at <= self.policy.finish_timeout_secs:
             return
         for child in waiting:
