@@ -133,13 +133,20 @@ class Job:
         finally:
             client.close()
 
-    def wait_for_progress(self, fraction: float, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while self.trained_records() < fraction * RECORDS * EPOCHS:
+    def wait_for_progress(self, fraction: float, timeout: float = 120, start_timeout: float = 400) -> None:
+        """Waits until `fraction` of the job's records are trained, failing when training stalls for `timeout`
+        seconds, or has not begun within `start_timeout` (processes importing TensorFlow on a loaded machine
+        take long to start: the clock that judges a stall runs from the job's last progress, not its start)."""
+        trained = self.trained_records()
+        deadline = time.monotonic() + (timeout if trained else start_timeout)
+        while trained < fraction * RECORDS * EPOCHS:
             assert time.monotonic() < deadline, self.output()
             for name, process in self.processes.items():
                 assert process.poll() is None, f"{name} exited early:\n{self.output()}"
             time.sleep(0.2)
+            now = self.trained_records()
+            if now > trained:
+                trained, deadline = now, time.monotonic() + timeout
 
     def kill(self, name: str) -> None:
         self.processes[name].send_signal(signal.SIGKILL)
