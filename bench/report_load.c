@@ -11,7 +11,7 @@
  * them). Exits 2 on a usage error, 3 when the workers do not finish within LIMIT_SECS, 4 on a refused call or a
  * broken line.
  *
- * Built by the benchmark (`cc -O2`); the frames are the report line's (src/elastimator/elastic/report_line.py):
+ * Built by the benchmark (`cc -O2`); the frames are the report line's (src/elastimator/elastic/report_line_codec.py):
  * a 4-byte big-endian length, then the body; a packed report is "R", four big-endian int64 (shard id, records,
  * lease, first record) and the data set's name; its reply "A", a sealing flag and the lease floor (int64).
  */

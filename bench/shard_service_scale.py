@@ -41,7 +41,8 @@ import threading
 import time
 
 from elastimator.elastic.client import ShardClient
-from elastimator.elastic.report_line import PACKED_REPLY, PACKED_REPORT, FrameBuffer, frame, read_frame, send_frame
+from elastimator.elastic.report_line_codec import (PACKED_REPLY, PACKED_REPORT, FrameBuffer, frame, read_frame,
+                                                   send_frame)
 from elastimator.elastic.shards import ShardingSpec
 from report import RESULTS, worktree, write_results
 

@@ -3,7 +3,7 @@
 Messages are JSON objects (never pickle). Every call carries the job token in
 the `x-elastimator-token` metadata; a wrong or missing token is refused with
 UNAUTHENTICATED. By default the server listens on 127.0.0.1 only. Workers' reports,
-one per training step, may instead take the report line (`elastic/report_line.py`)
+one per training step, may instead take the report line (`elastic/report_line_server.py`)
 on the same host, which checks the same token.
 
 Workers also heartbeat; a worker silent for `worker_timeout_secs` is treated as
@@ -54,7 +54,7 @@ import grpc
 
 from elastimator._validate import is_int
 from elastimator.elastic import model_dir_files
-from elastimator.elastic.report_line import ReportLineServer
+from elastimator.elastic.report_line_server import ReportLineServer
 from elastimator.elastic.report_ring import RingReader
 from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.shards import (
@@ -505,7 +505,7 @@ class ShardServer:
     Args:
         service: The book and its locks.
         host, port: Where gRPC listens; port 0 picks a free one.
-        report_port: Where the report line (elastic/report_line.py) listens on the same host: 0 picks a
+        report_port: Where the report line (elastic/report_line_server.py) listens on the same host: 0 picks a
             free one, None serves reports over gRPC only.
 
     Example:
