@@ -102,10 +102,10 @@ class WriteCommitted:
 Effect = Union[WritePending, WriteCommitted]
 
 
-@dataclasses.dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What a call decided under the book's lock: its reply, and the seal files to write once the lock is released
-    and before the reply goes out (`ShardService.handle` writes them, in order)."""
+    and before the reply goes out (`ShardService.handle` writes them, in order). (A named tuple: one is made per
+    call, at a fraction of a frozen dataclass's cost.)"""
 
     reply: dict
     effects: tuple[Effect, ...] = ()
@@ -129,7 +129,8 @@ class ShardService:
     Every call runs as `decide(method, request)` under the lock, which returns an `Outcome` (the reply, and the
     seal files to write as effects); `handle` is that, then the effects. The seal phase (open, sealing, resuming:
     `seal_phase.py`) is one value, changed only by `_enter`. Every report, whatever brought it, is counted by
-    `_count`; one answered (JSON or packed) goes through `_answer_report` first.
+    `_count`; one answered (over JSON, `_report`, or packed, `report_batch`) is first checked against the phase
+    (`_holds`).
 
     Args:
         token: The job token every call must carry.
@@ -237,29 +238,24 @@ class ShardService:
         with self._lock:
             self._drain()
             now = self._clock()
-            for report in reports:
-                try:
-                    replies.append(self._answer_report(Report(*report), now))
-                except ShardServiceError as e:
-                    replies.append(e)
+            for report in reports:  # (a packed report's reply, as `_report` answers one over JSON)
+                held = self._holds(report[0])
+                if not held:
+                    try:
+                        self._count(*report)
+                    except ShardServiceError as e:
+                        replies.append(e)
+                        continue
+                replies.append((held, self._heard_from(report[0], now)))
         return replies
 
-    def _answer_report(self, report: Report, now: float) -> tuple[bool, int]:
-        """An answered report (over JSON or packed): counted unless a seal holds it; (whether a seal holds it,
-        the lease floor its reply carries). Raises the ShardServiceError the book refused it with."""
-        held = self._holds(report.worker)
-        if not held:
-            self._count(report)
-        return held, self._heard_from(report.worker, now)
-
-    def _count(self, report: Report) -> None:
-        """Counts one report in the book: the one path every report takes (answered, or from a ring). Fields that
-        are not what they must be are refused here, naming the field."""
-        if not (report.dataset and min(report.shard_id, report.consumed, report.offset) >= 0
-                and (report.lease is None or report.lease >= 0)):
-            _checked_report(report._asdict())  # raises, saying which field is wrong
-        self.book.report(report.dataset, report.worker, report.shard_id, report.consumed, lease=report.lease,
-                         offset=report.offset)
+    def _count(self, worker: str, dataset: str, shard_id: int, consumed: int, lease: int | None,
+               offset: int) -> None:
+        """Counts one report (`Report`'s fields) in the book: the one path every report takes (over JSON, packed,
+        or from a ring). Fields that are not what they must be are refused here, naming the field."""
+        if not (dataset and min(shard_id, consumed, offset) >= 0 and (lease is None or lease >= 0)):
+            _checked_report(Report(worker, dataset, shard_id, consumed, lease, offset)._asdict())  # raises
+        self.book.report(dataset, worker, shard_id, consumed, lease=lease, offset=offset)
 
     def _heard_from(self, worker: str, now: float) -> int:
         """Notes that `worker` is alive as of `now`; the lease floor its reply carries."""
@@ -270,7 +266,9 @@ class ShardService:
     def _holds(self, worker: str | None) -> bool:
         """Whether the seal phase holds `worker`'s reports; a seal past its timeout is ended first."""
         phase = self._phase
-        if isinstance(phase, seal_phase.Sealing) and phase.lapsed(self._clock(), self.seal_timeout_secs):
+        if type(phase) is not seal_phase.Sealing:  # (once per report: the common case first, and cheap)
+            return False
+        if phase.lapsed(self._clock(), self.seal_timeout_secs):
             logger.warning("%s sealed the shard book but did not commit within %.0fs; taking reports again.",
                            phase.sealer, self.seal_timeout_secs)
             self._enter(seal_phase.Ended(phase.seal_id))
@@ -341,7 +339,7 @@ class ShardService:
     def _ring_counter(self, worker: str):
         def count(dataset: str, shard_id: int, lease: int, first: int, records: int) -> None:
             try:
-                self._count(Report(worker, dataset, shard_id, records, lease, first))
+                self._count(worker, dataset, shard_id, records, lease, first)
             except ShardServiceError as e:  # a lease taken back: its records went back with it
                 logger.info("A report in %s's ring was not counted: %s", worker, e)
         return count
@@ -438,7 +436,7 @@ class ShardService:
     def _report(self, request) -> Outcome:
         if self._holds(request.get("worker")):  # whatever it says: it is sent again after the commit
             return Outcome({"sealing": True})
-        self._count(_checked_report(request))
+        self._count(*_checked_report(request))
         return Outcome({})
 
     def _release(self, request) -> Outcome:
