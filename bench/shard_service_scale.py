@@ -188,10 +188,11 @@ def run_load_process(host: str, port: int, first: int, count: int, step_rate: fl
 # ---------------------------------------------------------------- a client process: real ShardClients, a thread each
 
 def run_client_process(address: str, first: int, count: int, step_rate: float, batch: int, out: str,
-                       seconds_limit: float) -> None:
+                       seconds_limit: float, heartbeat_secs: float = 0.0) -> None:
     """Workers first..first+count-1 as a trainer's shard feed drives them: a thread each, each its own
     `ShardClient` (a gRPC channel and a report line, over the Unix socket on this machine), asking for a shard and
-    reporting each batch of it with its lease, every 1/`step_rate` s; writes what they measured to `out`."""
+    reporting each batch of it with its lease, every 1/`step_rate` s, and (`heartbeat_secs` > 0) heartbeating
+    over gRPC that often, as `ShardFeed` does every second; writes what they measured to `out`."""
     period = 1.0 / step_rate
     started = time.monotonic()
     reports: list[float] = []
@@ -201,6 +202,7 @@ def run_client_process(address: str, first: int, count: int, step_rate: float, b
     def work(index: int) -> None:
         client = ShardClient(address, TOKEN, worker=f"w{first + index}")
         due = started + period * index / count  # spread over one step's period, as the load processes do
+        beat_at = started + heartbeat_secs * index / count
         try:
             while time.monotonic() - started < seconds_limit:
                 asked = time.perf_counter()
@@ -213,6 +215,9 @@ def run_client_process(address: str, first: int, count: int, step_rate: float, b
                 requests.append(time.perf_counter() - asked)
                 for offset in range(shard.start, shard.end, batch):
                     time.sleep(max(0.0, due - time.monotonic()))
+                    if heartbeat_secs and time.monotonic() >= beat_at:
+                        client.heartbeat()
+                        beat_at += heartbeat_secs
                     sent = time.perf_counter()
                     client.report(DATASET, shard.shard_id, min(batch, shard.end - offset), offset=offset,
                                   lease=shard.lease)
@@ -311,12 +316,13 @@ def _cpu_split(pid: int) -> tuple[float, float]:
 
 def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps: int, seconds: float,
         seal_every: float, kill_share: float, worker_timeout_secs: float, pin: bool = True,
-        service_src: str | None = None, load: str | None = None, tcp: bool = False) -> dict:
+        service_src: str | None = None, load: str | None = None, tcp: bool = False,
+        heartbeat_secs: float = 0.0) -> dict:
     """One run (see the module doc); `pin` puts the service on a core of its own and this process and the load on
     the others (a test sharing the machine leaves it off); `service_src` runs the service from another source tree
     (a worktree of another revision); `load` is the built C load process (`build_c_load`), None for Python's, or
     CLIENT_LOAD; `tcp` has the C and Python load processes take TCP where a `ShardClient` takes the line's Unix
-    socket (this machine's)."""
+    socket (this machine's); `heartbeat_secs` has CLIENT_LOAD's workers heartbeat over gRPC that often."""
     records = int(workers * step_rate * batch * seconds)
     shard_size = batch * shard_steps
     model_dir = tempfile.mkdtemp(prefix="shard-scale-")
@@ -355,7 +361,8 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
             arguments = [line_host, str(line_port), str(first), str(count), str(step_rate), str(batch), outs[i],
                          str(seconds * 10)]
             if load == CLIENT_LOAD:
-                command = [sys.executable, os.path.abspath(__file__), "--client-process", address, *arguments[2:]]
+                command = [sys.executable, os.path.abspath(__file__), "--client-process", address, *arguments[2:],
+                           str(heartbeat_secs)]
             elif load:
                 command = [load, *arguments, TOKEN, DATASET]
             else:
@@ -455,8 +462,9 @@ def main(argv=None) -> dict:
         run_load_process(host, int(port), int(first), int(count), float(rate), int(batch), out, float(limit))
         return {}
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--client-process":
-        address, first, count, rate, batch, out, limit = sys.argv[2:9]
-        run_client_process(address, int(first), int(count), float(rate), int(batch), out, float(limit))
+        address, first, count, rate, batch, out, limit, heartbeat = sys.argv[2:10]
+        run_client_process(address, int(first), int(count), float(rate), int(batch), out, float(limit),
+                           float(heartbeat))
         return {}
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--service":
         run_service(sys.argv[2], float(sys.argv[3]))
@@ -481,13 +489,17 @@ def main(argv=None) -> dict:
     parser.add_argument("--tcp", action="store_true",
                         help="the C and Python load processes take TCP, as workers on other machines do (by default "
                         "they take the report line's Unix socket, as a ShardClient on the service's machine does)")
+    parser.add_argument("--client-heartbeat-secs", type=float, default=0.0,
+                        help="with --load client: each worker also heartbeats over gRPC this often, as a trainer's "
+                        "ShardFeed does every second (0: never)")
     parser.add_argument("--out", default=RESULTS)
     args = parser.parse_args(argv)
     runs = []
     with worktree(args.against) as src, tempfile.TemporaryDirectory() as scratch:
         built = build_c_load(scratch) if "c" in args.load else None
         over = " over TCP" if args.tcp else " over the Unix socket"
-        loads = [(CLIENT_LOAD, "ShardClient") if kind == CLIENT_LOAD else
+        beats = f", a gRPC heartbeat every {args.client_heartbeat_secs:g} s" if args.client_heartbeat_secs else ""
+        loads = [(CLIENT_LOAD, "ShardClient" + beats) if kind == CLIENT_LOAD else
                  (built, "C" + over) if kind == "c" and built else (None, "Python" + over) for kind in args.load]
         for n in [n for n in args.workers for _ in range(args.rounds)]:
             for load, load_kind in loads:
@@ -496,7 +508,8 @@ def main(argv=None) -> dict:
                         runs.append({"code": code, **run(n, args.processes, args.step_rate, args.batch,
                                                          args.shard_steps, args.seconds, args.seal_every,
                                                          args.kill_share, args.worker_timeout_secs,
-                                                         service_src=service_src, load=load, tcp=args.tcp),
+                                                         service_src=service_src, load=load, tcp=args.tcp,
+                                                         heartbeat_secs=args.client_heartbeat_secs),
                                      "load": load_kind})
                     except (RuntimeError, OSError, TimeoutError) as e:  # e.g. a service that refuses connections
                         runs.append({"code": code, "workers": n, "failed": f"{type(e).__name__}: {e}"})
