@@ -1,7 +1,7 @@
 """The one compiled part: the report line's native read and answer (src/elastimator/elastic/_line_native.c).
 
 Everything else is in pyproject.toml. The extension is optional: where it cannot be built (no C compiler, not
-Linux), the install goes on and the report line runs its Python loop (elastic/report_line.py).
+Linux), the install goes on and the report line runs its Python loop (elastic/report_line_server.py).
 """
 
 import sys

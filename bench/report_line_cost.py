@@ -28,8 +28,9 @@ import socket
 import statistics
 import time
 
-from elastimator.elastic import report_line
-from elastimator.elastic.report_line import PACKED_REPORT, ReportLineServer, _Connection, frame
+from elastimator.elastic import report_line_server
+from elastimator.elastic.report_line_codec import PACKED_REPORT, frame
+from elastimator.elastic.report_line_server import ReportLineServer, _Connection
 from elastimator.elastic.service import ShardService
 from report import RESULTS, write_results
 
@@ -108,7 +109,7 @@ def main(argv=None) -> dict:
     parser.add_argument("--repeats", type=int, default=5, help="measurements of each figure (the median is kept)")
     parser.add_argument("--out", default=RESULTS)
     args = parser.parse_args(argv)
-    natively = report_line._line_native is not None  # pylint: disable=protected-access
+    natively = report_line_server._line_native is not None  # pylint: disable=protected-access
     measured: dict[str, list[float]] = {"line_work_us_per_report": [], "native_line_work_us_per_report": [],
                                         "unix_pair_us_per_message": [], "tcp_loopback_us_per_message": []}
     for _ in range(args.repeats):

@@ -7,11 +7,12 @@
  * "finished" or "drained" ends the worker. One epoll loop serves every worker of the process.
  *
  * Usage: report_load HOST PORT FIRST COUNT RATE BATCH OUT LIMIT_SECS TOKEN DATASET
+ * (HOST "@NAME": the line's abstract Unix socket NAME, as a ShardClient on the service's machine takes it.)
  * Writes {"reports": [seconds...], "requests": [seconds...], "resent": n} to OUT (round trips as the workers saw
  * them). Exits 2 on a usage error, 3 when the workers do not finish within LIMIT_SECS, 4 on a refused call or a
  * broken line.
  *
- * Built by the benchmark (`cc -O2`); the frames are the report line's (src/elastimator/elastic/report_line.py):
+ * Built by the benchmark (`cc -O2`); the frames are the report line's (src/elastimator/elastic/report_line_codec.py):
  * a 4-byte big-endian length, then the body; a packed report is "R", four big-endian int64 (shard id, records,
  * lease, first record) and the data set's name; its reply "A", a sealing flag and the lease floor (int64).
  */
@@ -27,6 +28,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <stddef.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -153,15 +156,34 @@ static long long json_int(const char *body, const char *key) {
 
 static int json_has(const char *body, const char *text) { return strstr(body, text) != NULL; }
 
+/* A connection to the abstract Unix socket `name` (the line's "local" name), as a ShardClient on the service's
+ * machine takes it. */
+static int connect_local(const char *name, Worker *w) {
+    struct sockaddr_un address = {.sun_family = AF_UNIX};
+    size_t size = strlen(name);
+    if (size + 1 > sizeof address.sun_path) die(2, "a Unix socket name of %zu bytes", size);
+    memcpy(address.sun_path + 1, name, size);  /* sun_path[0] stays NUL: an abstract name */
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&address, offsetof(struct sockaddr_un, sun_path) + 1 + size) != 0)
+        die(4, "%s: connect to the Unix socket @%s: %s", w->name, name, strerror(errno));
+    return fd;
+}
+
+/* HOST "@NAME" takes the line's abstract Unix socket NAME (PORT unused); else TCP to HOST:PORT. */
 static int connect_worker(const char *host, const char *port, const char *token, Worker *w) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *found;
-    if (getaddrinfo(host, port, &hints, &found) != 0) die(4, "no address for %s:%s", host, port);
-    int fd = socket(found->ai_family, SOCK_STREAM, 0);
-    if (fd < 0 || connect(fd, found->ai_addr, found->ai_addrlen) != 0)
-        die(4, "%s: connect to %s:%s: %s", w->name, host, port, strerror(errno));
-    freeaddrinfo(found);
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    int fd;
+    if (host[0] == '@') {
+        fd = connect_local(host + 1, w);
+    } else {
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *found;
+        if (getaddrinfo(host, port, &hints, &found) != 0) die(4, "no address for %s:%s", host, port);
+        fd = socket(found->ai_family, SOCK_STREAM, 0);
+        if (fd < 0 || connect(fd, found->ai_addr, found->ai_addrlen) != 0)
+            die(4, "%s: connect to %s:%s: %s", w->name, host, port, strerror(errno));
+        freeaddrinfo(found);
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
     w->fd = fd;
     char hello[256];
     int size = snprintf(hello, sizeof hello, "{\"token\": \"%s\", \"worker\": \"%s\"}", token, w->name);

@@ -47,7 +47,8 @@ def run_load(address: str, token: str, clients: int, shards: int, timeout_secs: 
                 time.sleep(0.001)
                 continue
             started = time.perf_counter()
-            client.report("load", decision.shard_id, decision.end - decision.start, offset=decision.start)
+            client.report("load", decision.shard_id, decision.end - decision.start, offset=decision.start,
+                          lease=decision.lease)  # as a trainer reports: with its lease, so it can go packed
             latencies.append(time.perf_counter() - started)
         raise TimeoutError(f"client {index} did not finish within {timeout_secs}s")
 

@@ -1,12 +1,16 @@
 """The shard service at the size of a large job: N simulated workers stepping at a given rate, a chief sealing.
 
 Run:  python bench/shard_service_scale.py [--workers 1000] [--step-rate 10] [--seal-every 5] [--kill-share 0.25]
-                                          [--load c|python] [--against REV]
+                                          [--load c|python|client ...] [--tcp] [--against REV]
 
-The service is the real standalone one (`elastimator shard-service`: gRPC, the report line, the book, seals
-on disk), pinned to one core. The workers are lean: a few load processes on the other core, each an event
-loop over raw report-line connections that speak the line's frames (a packed report per step, a JSON shard
-request when a shard ends), so the service's cost is its own and the clients' do not share its core. The load
+The service is the real standalone one (`serve`, as `elastimator shard-service` runs it: gRPC, the report line,
+the book, seals on disk), pinned to one core, counting which path its calls took (`run_service`: the reports its
+native loop read, of the packed ones, and the calls it handled by method). The workers are lean: a few load
+processes on the other core, each an event loop over raw report-line connections that speak the line's frames
+(the hello, a packed report per step, a JSON shard request when a shard ends: the bytes a `ShardClient` sends),
+over the line's Unix socket as a `ShardClient` on the service's machine takes it (`--tcp`: TCP, as from another
+machine), so the service's cost is its own and the clients' do not share its core. `--load client` runs real
+`ShardClient`s instead, a thread each (a gRPC channel and a report line per worker), to compare. The load
 processes are C (`report_load.c`, built with the machine's `cc`; the Python ones where there is none, or with
 `--load python`): at 5,000 workers the Python ones saturated their own core, so what the benchmark measured
 was partly the load. A worker reports a `--batch`-record batch every 1/`--step-rate` s and asks for a shard of
@@ -41,8 +45,9 @@ import threading
 import time
 
 from elastimator.elastic.client import ShardClient
-from elastimator.elastic.report_line import PACKED_REPLY, PACKED_REPORT, FrameBuffer, frame, read_frame, send_frame
-from elastimator.elastic.shards import ShardingSpec
+from elastimator.elastic.report_line_codec import (PACKED_REPLY, PACKED_REPORT, FrameBuffer, frame, read_frame,
+                                                   send_frame)
+from elastimator.elastic.shards import Assigned, Drained, Finished, ShardingSpec
 from report import RESULTS, worktree, write_results
 
 TOKEN = "scale-bench-token"
@@ -77,9 +82,14 @@ class _Worker:
 
 
 def _connect(host: str, port: int, name: str) -> socket.socket:
-    """A report line of worker `name`, past its hello, non-blocking."""
-    sock = socket.create_connection((host, port))
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    """A report line of worker `name`, past its hello, non-blocking; `host` "@NAME" takes the line's abstract Unix
+    socket NAME, as a `ShardClient` on the service's machine does."""
+    if host.startswith("@"):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect("\0" + host[1:])
+    else:
+        sock = socket.create_connection((host, port))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     send_frame(sock, {"token": TOKEN, "worker": name})
     with sock.makefile("rb") as stream:
         hello = read_frame(stream)
@@ -175,6 +185,61 @@ def run_load_process(host: str, port: int, first: int, count: int, step_rate: fl
         json.dump({"reports": reports, "requests": requests, "resent": resent}, f)
 
 
+# ---------------------------------------------------------------- a client process: real ShardClients, a thread each
+
+def run_client_process(address: str, first: int, count: int, step_rate: float, batch: int, out: str,
+                       seconds_limit: float, heartbeat_secs: float = 0.0) -> None:
+    """Workers first..first+count-1 as a trainer's shard feed drives them: a thread each, each its own
+    `ShardClient` (a gRPC channel and a report line, over the Unix socket on this machine), asking for a shard and
+    reporting each batch of it with its lease, every 1/`step_rate` s, and (`heartbeat_secs` > 0) heartbeating
+    over gRPC that often, as `ShardFeed` does every second; writes what they measured to `out`."""
+    period = 1.0 / step_rate
+    started = time.monotonic()
+    reports: list[float] = []
+    requests: list[float] = []
+    errors: list[BaseException] = []
+
+    def work(index: int) -> None:
+        client = ShardClient(address, TOKEN, worker=f"w{first + index}")
+        due = started + period * index / count  # spread over one step's period, as the load processes do
+        beat_at = started + heartbeat_secs * index / count
+        try:
+            while time.monotonic() - started < seconds_limit:
+                asked = time.perf_counter()
+                shard = client.request(DATASET)
+                if isinstance(shard, (Finished, Drained)):
+                    return
+                if not isinstance(shard, Assigned):  # every shard is out: ask again, as ShardFeed does
+                    time.sleep(0.2)
+                    continue
+                requests.append(time.perf_counter() - asked)
+                for offset in range(shard.start, shard.end, batch):
+                    time.sleep(max(0.0, due - time.monotonic()))
+                    if heartbeat_secs and time.monotonic() >= beat_at:
+                        client.heartbeat()
+                        beat_at += heartbeat_secs
+                    sent = time.perf_counter()
+                    client.report(DATASET, shard.shard_id, min(batch, shard.end - offset), offset=offset,
+                                  lease=shard.lease)
+                    reports.append(time.perf_counter() - sent)
+                    due += period
+            raise TimeoutError(f"worker w{first + index} did not finish within {seconds_limit:.0f} s")
+        except BaseException as e:  # noqa: BLE001 (said below, with the worker's name)
+            errors.append(e)
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise RuntimeError(f"{len(errors)} of workers {first}..{first + count - 1} failed; the first: {errors[0]!r}")
+    with open(out, "w") as f:
+        json.dump({"reports": reports, "requests": requests, "resent": 0}, f)
+
+
 # ---------------------------------------------------------------- the driver: service, load processes, chief
 
 def build_c_load(directory: str) -> str | None:
@@ -187,6 +252,55 @@ def build_c_load(directory: str) -> str | None:
     source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "report_load.c")
     subprocess.run([compiler, "-O2", "-o", binary, source], check=True)
     return binary
+
+
+CLIENT_LOAD = "client"
+"""`run`'s load of real `ShardClient`s (`run_client_process`), one thread per worker."""
+
+
+def run_service(model_dir: str, worker_timeout_secs: float) -> None:
+    """The standalone service as `elastimator shard-service` runs it (`serve`), counting the paths its calls take:
+    prints its address, and once stopped (SIGTERM) the counts, as JSON: reports the native loop read
+    (`native_reports`), packed reports counted in all (`packed_reports`), calls the report line answered
+    (`line_calls`: packed and JSON), and every call the service handled by method (`handled`: JSON over the line
+    or gRPC)."""
+    from elastimator.elastic.seal_store import SealStore
+    from elastimator.elastic.service import ShardServer, ShardService
+
+    stops = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    service = ShardService(TOKEN, SealStore(model_dir), worker_timeout_secs=worker_timeout_secs)
+    counts = {"native_reports": 0, "packed_reports": 0, "handled": {}}
+    report_batch, handle = service.report_batch, service.handle
+
+    def counted_batch(reports):
+        counts["packed_reports"] += len(reports)
+        return report_batch(reports)
+
+    def counted_handle(method, request):
+        counts["handled"][method] = counts["handled"].get(method, 0) + 1
+        return handle(method, request)
+
+    service.report_batch, service.handle = counted_batch, counted_handle  # before the server takes them
+    server = ShardServer(service).start()
+    native = server.report_line._native
+
+    class CountedNative:
+        def poll(self, *args):
+            polled = native.poll(*args)
+            counts["native_reports"] += len(polled[0])
+            return polled
+
+        def answer(self, *args):
+            return native.answer(*args)
+
+    if native is not None:
+        server.report_line._native = CountedNative()
+    print(server.address, flush=True)
+    signal.sigwait(stops)
+    counts["line_calls"] = server.report_line.answered
+    server.stop()
+    print(json.dumps(counts), flush=True)
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -202,10 +316,13 @@ def _cpu_split(pid: int) -> tuple[float, float]:
 
 def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps: int, seconds: float,
         seal_every: float, kill_share: float, worker_timeout_secs: float, pin: bool = True,
-        service_src: str | None = None, load: str | None = None) -> dict:
+        service_src: str | None = None, load: str | None = None, tcp: bool = False,
+        heartbeat_secs: float = 0.0) -> dict:
     """One run (see the module doc); `pin` puts the service on a core of its own and this process and the load on
     the others (a test sharing the machine leaves it off); `service_src` runs the service from another source tree
-    (a worktree of another revision); `load` is the built C load process (`build_c_load`), None for Python's."""
+    (a worktree of another revision); `load` is the built C load process (`build_c_load`), None for Python's, or
+    CLIENT_LOAD; `tcp` has the C and Python load processes take TCP where a `ShardClient` takes the line's Unix
+    socket (this machine's); `heartbeat_secs` has CLIENT_LOAD's workers heartbeat over gRPC that often."""
     records = int(workers * step_rate * batch * seconds)
     shard_size = batch * shard_steps
     model_dir = tempfile.mkdtemp(prefix="shard-scale-")
@@ -218,8 +335,8 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
     pinned = pin and len(cpus) > 1
     # Pinned before it starts, so that every thread it starts is pinned too (pinning its pid afterwards moved
     # the main thread only, and the report line's thread went on sharing the load's core).
-    service = subprocess.Popen([sys.executable, "-m", "elastimator.cli", "shard-service", "--model-dir", model_dir,
-                                "--worker-timeout-secs", str(worker_timeout_secs)],
+    service = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--service", model_dir,
+                                str(worker_timeout_secs)],
                                stdout=subprocess.PIPE, stderr=log, text=True, env=env,
                                preexec_fn=(lambda: os.sched_setaffinity(0, {cpus[0]})) if pinned else None)
     loads: list[subprocess.Popen] = []
@@ -230,8 +347,10 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
         chief = ShardClient(address, TOKEN, worker="chief")
         chief.add_dataset(ShardingSpec(name=DATASET, size=records, shard_size=shard_size))
         chief.open()  # a fresh book: the chief's "model restored" (nothing to restore) opens the hand-out
-        line_port = chief.call("report_line")["port"]
+        where = chief.call("report_line")
+        line_port = where["port"]
         host = address.rpartition(":")[0]
+        line_host = f"@{where['local']}" if where.get("local") and not tcp else host  # as a ShardClient here
         per_process = [workers // processes + (1 if i < workers % processes else 0) for i in range(processes)]
         outs = [os.path.join(model_dir, f"load-{i}.json") for i in range(processes)]
         user_before, system_before = _cpu_split(service.pid)
@@ -239,11 +358,16 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
         started = time.monotonic()
         first = 0
         for i, count in enumerate(per_process):
-            arguments = [host, str(line_port), str(first), str(count), str(step_rate), str(batch), outs[i],
+            arguments = [line_host, str(line_port), str(first), str(count), str(step_rate), str(batch), outs[i],
                          str(seconds * 10)]
-            loads.append(subprocess.Popen(
-                [load, *arguments, TOKEN, DATASET] if load else
-                [sys.executable, os.path.abspath(__file__), "--load-process", *arguments]))
+            if load == CLIENT_LOAD:
+                command = [sys.executable, os.path.abspath(__file__), "--client-process", address, *arguments[2:],
+                           str(heartbeat_secs)]
+            elif load:
+                command = [load, *arguments, TOKEN, DATASET]
+            else:
+                command = [sys.executable, os.path.abspath(__file__), "--load-process", *arguments]
+            loads.append(subprocess.Popen(command))
             first += count
         killed = round(kill_share * processes) if kill_share else 0
         seals, kill_at = [], started + seconds / 2
@@ -280,7 +404,7 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
             if p.poll() is None:
                 p.kill()
         service.terminate()
-        service.wait(timeout=30)
+        paths, _ = service.communicate(timeout=30)
         os.sched_setaffinity(0, affinity)
     measured = [json.load(open(out)) for out in outs[killed:]]
     reports = [x for m in measured for x in m["reports"]]
@@ -303,6 +427,7 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
         "service_kernel_us_per_report": round(system / max(1, counted_reports) * 1e6, 1),
         "report_ms": percentiles(reports), "request_ms": percentiles(requests), "seal_commit_ms": percentiles(seals),
         "reports_resent_for_a_seal": sum(m["resent"] for m in measured),
+        "paths": json.loads(paths.strip().splitlines()[-1]) if paths.strip() else None,
         "book": {"finished": status["finished"], "trained_records": status["trained_records"],
                  "done_shards": status["done_shards"], "exact": exact},
     }
@@ -311,7 +436,7 @@ def run(workers: int, processes: int, step_rate: float, batch: int, shard_steps:
 def _row(r: dict) -> str:
     """A run's row of the results table."""
     if "failed" in r:
-        return f"| {r['workers']:,} | {r['code']} | | failed: {r['failed'][:160]} | | | | | | |\n"
+        return f"| {r['workers']:,} | {r['code']} | | failed: {r['failed'][:160]} | | | | | | | |\n"
     cores = r["steady_cores"]
     return (f"| {r['workers']:,} ({r['killed_workers']} killed) | {r['code']} | {r.get('load', 'Python')} "
             f"| {r['steps_per_sec']:,} of {r['target_steps_per_sec']:,.0f} "
@@ -320,13 +445,29 @@ def _row(r: dict) -> str:
             f"| {r['report_ms']['p50']} / {r['report_ms']['p99']} "
             f"| {r['request_ms']['p50']} / {r['request_ms']['p99']} "
             f"| {r['seal_commit_ms']['p50']} / {r['seal_commit_ms']['max']} "
-            f"| {'exact' if r['book']['exact'] else 'WRONG'} |\n")
+            f"| {'exact' if r['book']['exact'] else 'WRONG'} | {_paths(r.get('paths'))} |\n")
+
+
+def _paths(paths: dict | None) -> str:
+    """What a run's calls took: reports read natively of the packed ones, and the calls handled by method."""
+    if not paths:
+        return ""
+    handled = ", ".join(f"{method} {n:,}" for method, n in sorted(paths["handled"].items()))
+    return f"{paths['native_reports']:,} of {paths['packed_reports']:,} packed reports native; handled: {handled}"
 
 
 def main(argv=None) -> dict:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--load-process":
         host, port, first, count, rate, batch, out, limit = sys.argv[2:10]
         run_load_process(host, int(port), int(first), int(count), float(rate), int(batch), out, float(limit))
+        return {}
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--client-process":
+        address, first, count, rate, batch, out, limit, heartbeat = sys.argv[2:10]
+        run_client_process(address, int(first), int(count), float(rate), int(batch), out, float(limit),
+                           float(heartbeat))
+        return {}
+    if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--service":
+        run_service(sys.argv[2], float(sys.argv[3]))
         return {}
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, nargs="+", default=[1000])
@@ -341,24 +482,37 @@ def main(argv=None) -> dict:
     parser.add_argument("--rounds", type=int, default=1, help="runs of each size and code, interleaved")
     parser.add_argument("--against", metavar="REV", help="also run the service with the code of this git revision "
                         "(a worktree), side by side: before each run of this checkout's, at each size")
-    parser.add_argument("--load", choices=["c", "python"], default="c",
+    parser.add_argument("--load", choices=["c", "python", CLIENT_LOAD], nargs="+", default=["c"],
                         help="the load processes: the lean C one (report_load.c; Python's where no C compiler is "
-                        "found) or Python's")
+                        "found), Python's, or real ShardClients (a thread per worker); several: each in turn, at "
+                        "each size and round")
+    parser.add_argument("--tcp", action="store_true",
+                        help="the C and Python load processes take TCP, as workers on other machines do (by default "
+                        "they take the report line's Unix socket, as a ShardClient on the service's machine does)")
+    parser.add_argument("--client-heartbeat-secs", type=float, default=0.0,
+                        help="with --load client: each worker also heartbeats over gRPC this often, as a trainer's "
+                        "ShardFeed does every second (0: never)")
     parser.add_argument("--out", default=RESULTS)
     args = parser.parse_args(argv)
     runs = []
     with worktree(args.against) as src, tempfile.TemporaryDirectory() as scratch:
-        load = build_c_load(scratch) if args.load == "c" else None
-        load_kind = "C" if load else "Python"
+        built = build_c_load(scratch) if "c" in args.load else None
+        over = " over TCP" if args.tcp else " over the Unix socket"
+        beats = f", a gRPC heartbeat every {args.client_heartbeat_secs:g} s" if args.client_heartbeat_secs else ""
+        loads = [(CLIENT_LOAD, "ShardClient" + beats) if kind == CLIENT_LOAD else
+                 (built, "C" + over) if kind == "c" and built else (None, "Python" + over) for kind in args.load]
         for n in [n for n in args.workers for _ in range(args.rounds)]:
-            for code, service_src in ([(f"@{args.against}", src)] if src else []) + [("this checkout", None)]:
-                try:
-                    runs.append({"code": code, **run(n, args.processes, args.step_rate, args.batch, args.shard_steps,
-                                                     args.seconds, args.seal_every, args.kill_share,
-                                                     args.worker_timeout_secs, service_src=service_src,
-                                                     load=load), "load": load_kind})
-                except (RuntimeError, OSError, TimeoutError) as e:  # e.g. a service that refuses connections
-                    runs.append({"code": code, "workers": n, "failed": f"{type(e).__name__}: {e}"})
+            for load, load_kind in loads:
+                for code, service_src in ([(f"@{args.against}", src)] if src else []) + [("this checkout", None)]:
+                    try:
+                        runs.append({"code": code, **run(n, args.processes, args.step_rate, args.batch,
+                                                         args.shard_steps, args.seconds, args.seal_every,
+                                                         args.kill_share, args.worker_timeout_secs,
+                                                         service_src=service_src, load=load, tcp=args.tcp,
+                                                         heartbeat_secs=args.client_heartbeat_secs),
+                                     "load": load_kind})
+                    except (RuntimeError, OSError, TimeoutError) as e:  # e.g. a service that refuses connections
+                        runs.append({"code": code, "workers": n, "failed": f"{type(e).__name__}: {e}"})
     result = {"benchmark": "shard_service_scale", "runs": runs,
               "machine": f"{os.cpu_count()} CPUs, {platform.platform()}"}
     rows = "".join(map(_row, runs))
@@ -372,8 +526,9 @@ def main(argv=None) -> dict:
         f"half way. Machine: {result['machine']}.\n\n"
         "| workers | service code | load | steps/s reached | service CPU per report while all step (cores used by the "
         "service; by the load) | over the whole run, in the kernel of it "
-        "| report p50 / p99 ms | shard request p50 / p99 ms | seal + commit p50 / max ms | book |\n"
-        "|---|---|---|---|---|---|---|---|---|---|\n" + rows)
+        "| report p50 / p99 ms | shard request p50 / p99 ms | seal + commit p50 / max ms | book "
+        "| paths the calls took |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n" + rows)
     write_results(args.out, "shard_service_scale", result, markdown)
     return result
 

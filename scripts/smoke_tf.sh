@@ -30,7 +30,7 @@ assert '/site-packages/' in elastimator.__file__, elastimator.__file__; \
 assert tf.__version__.startswith('$TF.'), tf.__version__; \
 print(f'smoke test: elastimator wheel on TensorFlow {tf.__version__}')"
   if [ "$(uname)" = Linux ] && command -v cc >/dev/null; then  # a compiler here: the wheel has the native line
-    "$VENV/bin/python" -c "from elastimator.elastic import report_line; assert report_line.NATIVE, \
+    "$VENV/bin/python" -c "from elastimator.elastic import report_line_server; assert report_line_server.NATIVE, \
 'the wheel has no native report line (_line_native): see the build log'"
   fi
   export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}

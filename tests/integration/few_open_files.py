@@ -17,7 +17,7 @@ import sys
 LIMIT = 320
 resource.setrlimit(resource.RLIMIT_NOFILE, (LIMIT, LIMIT))
 
-from elastimator.elastic import report_line  # noqa: E402  (after the limit: the server reads it as it starts)
+from elastimator.elastic import report_line_server  # noqa: E402  (after the limit: the server reads it as it starts)
 from elastimator.elastic.service import ShardServer, ShardService  # noqa: E402
 
 TOKEN = "few-files-token"
@@ -59,7 +59,7 @@ closed_warnings = list(warnings.messages)
 for sock in lines:
     sock.close()
 
-report_line.WARN_EVERY_SECS = 0.0  # every time it runs out, so that a loop retrying at once would show
+report_line_server.WARN_EVERY_SECS = 0.0  # every time it runs out, so that a loop retrying at once would show
 warnings.messages.clear()
 late = socket.socket()  # its descriptor before they run out
 filler = []

@@ -183,7 +183,7 @@ def test_report_line_cost_benchmark_counts_every_report_and_writes_its_results(t
     result = report_line_cost.main(["--connections", "5", "--rounds", "3", "--messages", "50", "--repeats", "2",
                                      "--out", str(tmp_path)])
     assert result["line_work_us_per_report"] >= 0 and result["tcp_loopback_us_per_message"] >= 0  # it ran (the book
-    assert (result["native_line_work_us_per_report"] is None) == (report_line_cost.report_line._line_native is None)
+    assert (result["native_line_work_us_per_report"] is None) == (report_line_cost.report_line_server._line_native is None)
     assert (tmp_path / "report_line_cost.md").exists()  # checked every report was counted), not how fast
     sys.modules.pop("report_line_cost", None)
 

@@ -14,8 +14,9 @@ import time
 import pytest
 
 from elastimator.elastic.client import ShardClient
-from elastimator.elastic import report_line
-from elastimator.elastic.report_line import MAX_FRAME_BYTES, ReportLine
+from elastimator.elastic import report_line_client, report_line_codec as codec, report_line_server
+from elastimator.elastic.report_line_client import ReportLine
+from elastimator.elastic.report_line_codec import MAX_FRAME_BYTES
 from elastimator.elastic.report_ring import ReportRing
 from elastimator.elastic.service import ShardServer, ShardService
 from elastimator.elastic.shards import LeaseTakenBackError, ShardServiceError
@@ -27,9 +28,9 @@ TOKEN = "job-token-123"
 @pytest.fixture(params=["native", "python"])
 def server(request, monkeypatch):
     """A service whose report line runs its native loop, or its Python one."""
-    if request.param == "native" and report_line._line_native is None:
+    if request.param == "native" and report_line_server._line_native is None:
         pytest.skip("the native report line was not built here (no C compiler, or not Linux)")
-    monkeypatch.setattr(report_line, "NATIVE", request.param == "native")
+    monkeypatch.setattr(report_line_server, "NATIVE", request.param == "native")
     server = ShardServer(ShardService(TOKEN)).start()
     assert server.report_line.native == (request.param == "native")
     server.service.handle("add_dataset", {"dataset": {"name": "train", "size": 100, "shard_size": 10}})
@@ -191,7 +192,7 @@ def test_reports_travel_packed_where_the_service_offers_it_and_as_json_where_it_
     assert [body[:1] for body in sent] == [b"{", b"{", b"R"]  # the hello, the request, the report
     assert client.status("train")["trained_records"] == 2 and client.lease_floor is not None
 
-    monkeypatch.setattr(report_line, "PACKED_METHODS", ())  # an older service: JSON only
+    monkeypatch.setattr(report_line_server, "PACKED_METHODS", ())  # an older service: JSON only
     server.report_line.port, sent[:] = line_port, []
     _lossy_proxy(server, passes=[None], sent=sent)
     older = ShardClient(server.address, TOKEN, worker="w1")
@@ -207,20 +208,20 @@ def test_a_packed_report_counts_and_its_reply_is_packed_and_garbage_closes_the_l
     assert _read(stream)["packed"] == ["report"]
     report = {"dataset": "train", "shard_id": shard["shard_id"], "consumed": 4, "lease": shard["lease"],
               "offset": shard["start"]}
-    sock.sendall(struct.pack(">I", len(body := report_line.pack_report(report))) + body)
+    sock.sendall(struct.pack(">I", len(body := codec.pack_report(report))) + body)
     reply = _read_body(stream)
-    assert reply[:1] == b"A" and report_line.unpack_reply(reply) == {"lease_floor": shard["lease_floor"]}
+    assert reply[:1] == b"A" and codec.unpack_reply(reply) == {"lease_floor": shard["lease_floor"]}
     sock.sendall(struct.pack(">I", len(body)) + body)  # the same report again: counted once
-    assert report_line.unpack_reply(_read_body(stream)) == {"lease_floor": shard["lease_floor"]}
+    assert codec.unpack_reply(_read_body(stream)) == {"lease_floor": shard["lease_floor"]}
     assert server.service.handle("status", {"dataset": "train"})["trained_records"] == 4
-    garbled = body[:report_line.PACKED_REPORT.size] + b"\xff\xfe"  # a data set name that is not UTF-8
+    garbled = body[:codec.PACKED_REPORT.size] + b"\xff\xfe"  # a data set name that is not UTF-8
     sock.sendall(struct.pack(">I", len(garbled)) + garbled)
     assert _read_body(stream) is None
 
     sock, stream = _line_to(server, {"token": TOKEN, "worker": "w0"})
     _read(stream)
     report["offset"] += 1  # skips a record: the book refuses it, in JSON
-    sock.sendall(struct.pack(">I", len(body := report_line.pack_report(report))) + body)
+    sock.sendall(struct.pack(">I", len(body := codec.pack_report(report))) + body)
     assert "FAILED_PRECONDITION" in _read(stream)["error"]
     sock.sendall(struct.pack(">I", 5) + b"R1234")  # too short for a report
     assert _read_body(stream) is None
@@ -232,7 +233,7 @@ def test_a_packed_report_counts_and_its_reply_is_packed_and_garbage_closes_the_l
 
 
 def test_an_older_service_whose_line_takes_reports_only_gets_requests_over_grpc(server, monkeypatch):
-    monkeypatch.setattr(report_line, "LINE_METHODS", ("report",))  # what the service announces, and takes
+    monkeypatch.setattr(report_line_server, "LINE_METHODS", ("report",))  # what the service announces, and takes
     client = ShardClient(server.address, TOKEN, worker="w0")
     shard = client.request("train")
     client.report("train", shard.shard_id, 2, lease=shard.lease, offset=shard.start)
@@ -261,7 +262,7 @@ def test_reports_go_over_grpc_where_the_line_is_off_or_out_of_reach(server):
 
 
 def test_connections_past_the_limit_are_closed_and_their_reports_go_over_grpc(server, monkeypatch):
-    monkeypatch.setattr(report_line, "MAX_CONNECTIONS", 2)
+    monkeypatch.setattr(report_line_server, "MAX_CONNECTIONS", 2)
     # Authenticated lines hold their slots for as long as they are open (a line without a hello would lose its
     # slot after HELLO_TIMEOUT_SECS, which a slow machine could reach before the client below connects).
     held = [_line_to(server, {"token": TOKEN, "worker": f"held{i}"}) for i in range(2)]
@@ -287,14 +288,14 @@ def test_a_low_open_file_limit_closes_lines_past_its_room_and_running_out_pauses
                            capture_output=True, text=True, timeout=120)
     assert child.returncode == 0, child.stderr[-3000:]
     seen = json.loads(child.stdout.strip().splitlines()[-1])
-    assert seen["room"] == (320 - report_line.RESERVED_FILES) // 2 == 32
+    assert seen["room"] == (320 - report_line_server.RESERVED_FILES) // 2 == 32
     assert (seen["answered"], seen["closed"]) == (32, 8)
     assert len(seen["closed_warnings"]) == 1 and "Raise the limit (ulimit -n)" in seen["closed_warnings"][0]
     assert not seen["answered_while_out"]
     assert len(seen["ran_out_warnings"]) == 1 and "ran out of open files" in seen["ran_out_warnings"][0]
     assert seen["late"]["methods"] == ["report", "request"]
 
-@pytest.mark.skipif(not report_line.LOCAL_SOCKETS, reason="abstract Unix sockets are Linux's")
+@pytest.mark.skipif(not codec.LOCAL_SOCKETS, reason="abstract Unix sockets are Linux's")
 def test_a_worker_on_the_services_machine_takes_the_line_over_its_unix_socket(server):
     client = ShardClient(server.address, TOKEN, worker="w0")
     shard = client.request("train")
@@ -413,7 +414,7 @@ def test_what_a_killed_worker_wrote_to_its_ring_is_counted_and_no_name_is_left(s
     worker = subprocess.run([sys.executable, "-c", f"""
 import os
 from elastimator.elastic.report_ring import ReportRing
-from elastimator.elastic.report_line import ReportLine
+from elastimator.elastic.report_line_client import ReportLine
 ring = ReportRing.create()
 line = ReportLine("127.0.0.1", {server.report_line.port}, {TOKEN!r}, "w1", local_name={server.report_line.local_name!r},
                   ring=ring)
@@ -430,7 +431,7 @@ os.kill(os.getpid(), 9)
 
 
 def test_a_worker_over_tcp_or_grpc_has_no_ring_and_its_reports_are_answered(server, monkeypatch):
-    monkeypatch.setattr(report_line, "_connect_local", lambda name, timeout: None)  # another machine
+    monkeypatch.setattr(report_line_client, "_connect_local", lambda name, timeout: None)  # another machine
     over_tcp = ShardClient(server.address, TOKEN, worker="w0")
     assert over_tcp.report_ring is None
     shard = over_tcp.request("train")
@@ -473,9 +474,9 @@ def _packed_line(server, worker: str, receive_buffer: int | None = None):
     stream = sock.makefile("rb")
     _send(sock, {"token": TOKEN, "worker": worker})
     assert _read(stream)["packed"] == ["report"]
-    body = report_line.pack_report({"dataset": "train", "shard_id": shard["shard_id"], "consumed": 2,
+    body = codec.pack_report({"dataset": "train", "shard_id": shard["shard_id"], "consumed": 2,
                                     "lease": shard["lease"], "offset": shard["start"]})
-    return sock, stream, shard, report_line.frame(body)
+    return sock, stream, shard, codec.frame(body)
 
 
 def test_reports_split_across_sends_or_sent_together_are_each_counted_once_and_answered_in_order(server):
@@ -487,16 +488,16 @@ def test_reports_split_across_sends_or_sent_together_are_each_counted_once_and_a
     sock.sendall(report[7:20])
     time.sleep(0.05)
     sock.sendall(report[20:])
-    assert report_line.unpack_reply(_read_body(stream)) == {"lease_floor": shard["lease_floor"]}
+    assert codec.unpack_reply(_read_body(stream)) == {"lease_floor": shard["lease_floor"]}
     request = json.dumps({"method": "request", "dataset": "train", "worker": "w0"}).encode()
     sock.sendall(report * 3 + struct.pack(">I", len(request)) + request + report[:10])  # three, a call, a piece
     replies = [_read_body(stream) for _ in range(4)]
     assert [reply[:1] for reply in replies] == [b"A", b"A", b"A", b"{"]
     assert json.loads(replies[3])["shard_id"] != shard["shard_id"]  # the call's own reply: w0's next shard
     sock.sendall(report[10:])
-    assert report_line.unpack_reply(_read_body(stream)) == {"lease_floor": shard["lease_floor"]}
+    assert codec.unpack_reply(_read_body(stream)) == {"lease_floor": shard["lease_floor"]}
     sock.sendall(report)  # a lone report again
-    assert report_line.unpack_reply(_read_body(stream)) == {"lease_floor": shard["lease_floor"]}
+    assert codec.unpack_reply(_read_body(stream)) == {"lease_floor": shard["lease_floor"]}
     assert server.service.handle("status", {"dataset": "train"})["trained_records"] == 2
     assert server.report_line.answered == 1 + 3 + 1 + 1 + 1
 
@@ -520,8 +521,8 @@ def test_replies_a_worker_does_not_read_wait_for_it_in_order_and_other_lines_go_
     deadline = time.monotonic() + 30
     while sender.is_alive() and time.monotonic() < deadline:
         other.sendall(other_report)  # another worker is answered meanwhile
-        assert report_line.unpack_reply(_read_body(other_stream)) == {"lease_floor": other_shard["lease_floor"]}
+        assert codec.unpack_reply(_read_body(other_stream)) == {"lease_floor": other_shard["lease_floor"]}
     replies = [_read_body(stream) for _ in range(reports)]
     sender.join(timeout=30)
-    assert set(replies) == {report_line.PACKED_REPLY.pack(b"A", False, shard["lease_floor"])}
+    assert set(replies) == {codec.PACKED_REPLY.pack(b"A", False, shard["lease_floor"])}
     assert server.service.handle("status", {"dataset": "train"})["trained_records"] == 4

@@ -197,9 +197,9 @@ def test_hundreds_of_workers_stepping_with_seals_and_a_kill_leave_the_book_exact
     and its C ones) at 10 steps/s against the standalone service (its line's native loop, and its Python one),
     the chief sealing every second, a quarter of them killed half way: the data set finishes with every record
     counted once, the killed workers' shards trained by the others."""
-    from elastimator.elastic import report_line
+    from elastimator.elastic import report_line_server
 
-    if line == "native" and report_line._line_native is None:  # pylint: disable=protected-access
+    if line == "native" and report_line_server._line_native is None:  # pylint: disable=protected-access
         pytest.skip("the native report line was not built here (no C compiler, or not Linux)")
     monkeypatch.setenv("ELASTIMATOR_NATIVE_LINE", "1" if line == "native" else "0")
     monkeypatch.syspath_prepend(os.path.join(ROOT, "bench"))

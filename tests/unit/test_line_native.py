@@ -8,11 +8,11 @@ import socket
 
 import pytest
 
-from elastimator.elastic import report_line
-from elastimator.elastic.report_line import frame, framed_reply, pack_report, unpack_report
+from elastimator.elastic import report_line_server
+from elastimator.elastic.report_line_codec import frame, framed_reply, pack_report, unpack_report
 from elastimator.elastic.shards import ShardServiceError
 
-native = report_line._line_native  # pylint: disable=protected-access
+native = report_line_server._line_native  # pylint: disable=protected-access
 pytestmark = pytest.mark.skipif(native is None, reason="the native report line was not built (no C compiler, "
                                                        "or not Linux)")
 REPORT = {"dataset": "clicks-été", "shard_id": 7, "consumed": 512, "lease": 2**40 + 3, "offset": 10_240}

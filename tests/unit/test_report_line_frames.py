@@ -3,17 +3,17 @@ off the wire is what went on."""
 
 import pytest
 
-from elastimator.elastic import report_line
-from elastimator.elastic.report_line import FrameError, framed_reply, pack_report, unpack_reply, unpack_report
+from elastimator.elastic import report_line_codec as codec
+from elastimator.elastic.report_line_codec import FrameError, framed_reply, pack_report, unpack_reply, unpack_report
 
 
 def test_a_report_and_its_reply_come_out_packed_as_they_went_in():
     report = {"dataset": "clicks-été", "shard_id": 7, "consumed": 512, "lease": 2**40 + 3, "offset": 10_240}
     body = pack_report(report)
-    assert body[:1] == b"R" and len(body) == report_line.PACKED_REPORT.size + len("clicks-été".encode())
+    assert body[:1] == b"R" and len(body) == codec.PACKED_REPORT.size + len("clicks-été".encode())
     assert unpack_report(body, worker="worker-3") == ("worker-3", "clicks-été", 7, 512, 2**40 + 3, 10_240)
 
-    assert framed_reply(False, 2**40) == report_line.frame(framed_reply(False, 2**40)[4:])  # its length, then it
+    assert framed_reply(False, 2**40) == codec.frame(framed_reply(False, 2**40)[4:])  # its length, then it
     assert unpack_reply(framed_reply(False, 2**40)[4:]) == {"lease_floor": 2**40}
     assert unpack_reply(framed_reply(True, 5)[4:]) == {"sealing": True, "lease_floor": 5}
 
@@ -30,14 +30,14 @@ def test_a_report_packing_cannot_say_goes_as_json(report):
 
 
 def test_frames_come_out_whole_however_the_connection_cut_them():
-    frames = [report_line.frame(body) for body in (b"R" + bytes(40), b'{"method": "request"}', b"x" * 300)]
-    buffer = report_line.FrameBuffer()
+    frames = [codec.frame(body) for body in (b"R" + bytes(40), b'{"method": "request"}', b"x" * 300)]
+    buffer = codec.FrameBuffer()
     assert list(buffer.bodies(frames[0])) == [b"R" + bytes(40)]  # one whole frame, as most reads are
     wire = b"".join(frames)
     cut = [wire[:3], wire[3:50], wire[50:51], wire[51:]]
     assert [body for chunk in cut for body in buffer.bodies(chunk)] == [b"R" + bytes(40), b'{"method": "request"}',
                                                                        b"x" * 300]
-    oversized = report_line._LENGTH.pack(report_line.MAX_FRAME_BYTES + 1)  # pylint: disable=protected-access
+    oversized = codec.LENGTH.pack(codec.MAX_FRAME_BYTES + 1)
     bodies = buffer.bodies(frames[1] + oversized)
     assert next(bodies) == b'{"method": "request"}'  # the frame before the bad one is answered first
     with pytest.raises(FrameError, match="the limit is"):

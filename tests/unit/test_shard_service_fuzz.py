@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elastimator.elastic import report_line
+from elastimator.elastic import report_line_codec as codec
 from elastimator.elastic.service import METHODS, SERVICE, TOKEN_HEADER, ShardServer, ShardService
 from elastimator.elastic.shards import ShardServiceError
 
@@ -157,17 +157,17 @@ def test_a_negative_offset_is_not_already_counted():
 @given(malformed())
 def test_over_the_report_line_a_malformed_call_gets_an_error_frame(server, case):
     method, request = case
-    if method not in report_line.LINE_METHODS:
+    if method not in codec.LINE_METHODS:
         method = "report"
     line_port = server.report_line.port
     with socket.create_connection(("127.0.0.1", line_port), timeout=10) as connection:
         stream = connection.makefile("rb")
-        report_line.send_frame(connection, {"token": TOKEN, "worker": "fuzzer"})
-        assert "methods" in report_line.read_frame(stream)
-        report_line.send_frame(connection, {"method": method, **request})
-        reply = report_line.read_frame(stream)
+        codec.send_frame(connection, {"token": TOKEN, "worker": "fuzzer"})
+        assert "methods" in codec.read_frame(stream)
+        codec.send_frame(connection, {"method": method, **request})
+        reply = codec.read_frame(stream)
         if "error" in reply:
             assert reply["error"].split(":")[0] in REFUSALS, (method, request, reply)
-        report_line.send_frame(connection, {"method": "request", "dataset": "train", "worker": "fuzzer",
-                                            "request_id": "again"})
-        assert "error" not in report_line.read_frame(stream)  # the line still answers
+        codec.send_frame(connection, {"method": "request", "dataset": "train", "worker": "fuzzer",
+                                      "request_id": "again"})
+        assert "error" not in codec.read_frame(stream)  # the line still answers

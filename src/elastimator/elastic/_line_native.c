@@ -1,6 +1,6 @@
 /* The report line's hot path in C: one epoll wait, the reads of lone packed reports, and their replies' sends.
  *
- * `ReportLineServer` (report_line.py) keeps every decision in Python: which connections are past their hello
+ * `ReportLineServer` (report_line_server.py) keeps every decision in Python: which connections are past their hello
  * and report packed, what a frame that is not a lone report means, the book's counting, errors, buffering. This
  * module only does, for the connections Python marks, what its loop did per report in the interpreter: wait,
  * receive, unpack `PACKED_REPORT` into the tuple `unpack_report` makes, and later pack and send
@@ -193,7 +193,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_line_native",
-    "The report line's epoll wait, packed-report reads and reply sends in C (see report_line.py).", -1, methods,
+    "The report line's epoll wait, packed-report reads and reply sends in C (see report_line_server.py).", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 

@@ -3,7 +3,7 @@
 Messages are JSON objects; every call carries the job token. A call is retried
 while the service is unreachable (a chief restarting), for up to `retry_secs`.
 Reports and shard requests go over the service's report line
-(elastic/report_line.py) where it has one and this process can reach it, else
+(elastic/report_line_client.py) where it has one and this process can reach it, else
 over gRPC; a call the line could not deliver is sent again over gRPC. A trainer
 on the service's machine (and the chief, in process) writes its reports into a
 report ring (elastic/report_ring.py) instead: shared memory the service reads.
@@ -23,7 +23,8 @@ from typing import Any, Callable
 import grpc
 
 from elastimator.elastic.report_ring import ReportRing, RingReader, wait_unsealed
-from elastimator.elastic.report_line import LINE_METHODS, LOCAL_SOCKETS, ReportLine
+from elastimator.elastic.report_line_client import ReportLine
+from elastimator.elastic.report_line_codec import LINE_METHODS, LOCAL_SOCKETS
 from elastimator.elastic.service import KEEPALIVE_MS, METHODS, SERVER_METHODS, SERVICE, TOKEN_HEADER, ShardService
 from elastimator.elastic.shards import (Assigned, ShardBook, ShardingSpec, Drained, Failed, Finished,
                                         ShardServiceError, Wait, error_for)

@@ -3,7 +3,7 @@
 Messages are JSON objects (never pickle). Every call carries the job token in
 the `x-elastimator-token` metadata; a wrong or missing token is refused with
 UNAUTHENTICATED. By default the server listens on 127.0.0.1 only. Workers' reports,
-one per training step, may instead take the report line (`elastic/report_line.py`)
+one per training step, may instead take the report line (`elastic/report_line_server.py`)
 on the same host, which checks the same token.
 
 Workers also heartbeat; a worker silent for `worker_timeout_secs` is treated as
@@ -30,10 +30,15 @@ checkpoint it waits until the workers that held shards at that checkpoint's
 seal have heard the floor of the rewind (`unheard`), so no stale batch is
 trained into the restored model.
 
-A seal holds the book's lock only while it snapshots the book: the seal files
-(`seal_store.py`) are written after the lock is released and before the call
-is answered, one at a time, while reports of other workers are answered
-"sealing" as they are until the commit.
+Whether a seal holds reports, and whether shards are handed out, is one value,
+the seal phase (open, sealing, resuming: `seal_phase.py`, a pure transition
+function). A call is decided under the book's lock (`ShardService.decide`),
+which returns its reply and its effects, the seal files to write
+(`WritePending`, `WriteCommitted`); `handle` writes them (`seal_store.py`)
+after the lock is released and before the call is answered, one at a time,
+while reports of other workers are answered "sealing" until the commit. So a
+seal holds the lock only while it snapshots the book. Every report, over JSON,
+packed or from a ring, is counted by one method (`_count`).
 """
 
 from __future__ import annotations
@@ -48,13 +53,13 @@ import secrets
 import threading
 import time
 from concurrent import futures
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence, Union
 
 import grpc
 
 from elastimator._validate import is_int
-from elastimator.elastic import model_dir_files
-from elastimator.elastic.report_line import ReportLineServer
+from elastimator.elastic import model_dir_files, seal_phase
+from elastimator.elastic.report_line_server import ReportLineServer
 from elastimator.elastic.report_ring import RingReader
 from elastimator.elastic.seal_store import SealStore
 from elastimator.elastic.shards import (
@@ -77,8 +82,55 @@ SERVICE = "elastimator.ShardService"
 TOKEN_HEADER = "x-elastimator-token"
 
 
+@dataclasses.dataclass(frozen=True)
+class WritePending:
+    """An effect: write the seal `seal_id`'s state as checkpoint `step`'s pending seal (`SealStore.write_pending`)."""
+
+    step: int
+    seal_id: int
+    state: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteCommitted:
+    """An effect: write checkpoint `step`'s committed seal (`SealStore.write`)."""
+
+    step: int
+    state: dict
+
+
+Effect = Union[WritePending, WriteCommitted]
+
+
+class Outcome(NamedTuple):
+    """What a call decided under the book's lock: its reply, and the seal files to write once the lock is released
+    and before the reply goes out (`ShardService.handle` writes them, in order). (A named tuple: one is made per
+    call, at a fraction of a frozen dataclass's cost.)"""
+
+    reply: dict
+    effects: tuple[Effect, ...] = ()
+
+
+class Report(NamedTuple):
+    """One report, however it came (JSON, packed, a ring): `worker` trained `consumed` records of its shard
+    `shard_id` from record `offset`, under `lease` (None: a report over JSON without one)."""
+
+    worker: str
+    dataset: str
+    shard_id: int
+    consumed: int
+    lease: int | None
+    offset: int
+
+
 class ShardService:
-    """The book, a lock, worker liveness and seal persistence; transport-agnostic.
+    """The book, a lock, worker liveness, the seal phase and seal persistence; transport-agnostic.
+
+    Every call runs as `decide(method, request)` under the lock, which returns an `Outcome` (the reply, and the
+    seal files to write as effects); `handle` is that, then the effects. The seal phase (open, sealing, resuming:
+    `seal_phase.py`) is one value, changed only by `_enter`. Every report, whatever brought it, is counted by
+    `_count`; one answered (over JSON, `_report`, or packed, `report_batch`) is first checked against the phase
+    (`_holds`).
 
     Args:
         token: The job token every call must carry.
@@ -100,15 +152,10 @@ class ShardService:
         self._clock = clock
         self.seal_timeout_secs = seal_timeout_secs
         self._lock = threading.Lock()
-        self._sealer: str | None = None
-        """The worker (the chief) between seal and commit; reports of others wait until it commits."""
-        self._seal_id: int | None = None
-        """The seal `_sealer` made."""
-        self._disk_writes: list[Callable[[], None]] = []
-        """The seal files a call writes once it releases the lock (`handle`)."""
+        self._phase: seal_phase.Phase = seal_phase.Open()
+        """Whether a seal holds reports, and whether shards are handed out (`seal_phase.py`); only `_enter` sets it."""
         self._disk = threading.Lock()
         """Orders the seal files' writes."""
-        self._sealed_at = 0.0
         self._last_seen: dict[str, float] = {}
         self._told_finished: set[str] = set()
         self._told_drained: set[str] = set()
@@ -120,18 +167,21 @@ class ShardService:
         self._handed: dict[str, tuple[tuple[str, str], dict]] = {}
         """Per worker, its last request that got a shard ((data set, request id)) and the reply: a request sent again
         gets the same shard."""
-        self._handing_out = True
-        """False from a resume until the chief has restored the model (`open`): shards wait until then."""
         self._rings: dict[str, list[RingReader]] = {}
         """The report rings of trainers on this machine, by worker (a restarted worker's next to its old one's for
         a moment)."""
-        self._handlers: dict[str, Callable[[dict], dict]] = {
+        self._handlers: dict[str, Callable[[dict], Outcome]] = {
             "add_dataset": self._add_dataset, "request": self._request, "report": self._report,
             "bad_records": self._bad_records, "release": self._release, "heartbeat": self._heartbeat,
             "leave": self._leave, "fail_worker": self._fail_worker, "seal": self._seal, "commit": self._commit,
             "restore": self._restore, "status": self._status, "open": self._open_for_shards,
             "unheard": self._unheard,
         }
+
+    @property
+    def phase(self) -> seal_phase.Phase:
+        """The seal phase now (read-only: a snapshot)."""
+        return self._phase
 
     def resume(self, checkpoint_step: int | None) -> bool:
         """At start: rewinds to the seal of the checkpoint training resumes from, if there is one.
@@ -146,7 +196,7 @@ class ShardService:
             self._rewind(checkpoint_step, state)
             # Workers that kept training against the parameter servers must not get new shards until the
             # chief has put the model back to this checkpoint: what they trained before that is wiped.
-            self._handing_out = False
+            self._enter(seal_phase.Resumed())
         logger.info("Shard service resumed from the seal of checkpoint step %d; shards wait for the chief's "
                     "restore.", checkpoint_step)
         return True
@@ -155,25 +205,29 @@ class ShardService:
         return token is not None and hmac.compare_digest(token.encode(), self.token.encode())
 
     def handle(self, method: str, request: dict) -> dict:
-        """Runs one call; raises ShardServiceError for requests the book refuses."""
+        """Runs one call: decides it (`decide`), then writes the seal files it asks for, after the lock and before
+        the answer. Raises ShardServiceError for requests the book refuses."""
+        outcome = self.decide(method, request)
+        for effect in outcome.effects:
+            self._apply(effect)
+        return outcome.reply
+
+    def decide(self, method: str, request: dict) -> Outcome:
+        """Runs one call under the book's lock; its reply and the seal files it asks for (not written yet).
+
+        Raises:
+            ShardServiceError: for requests the book refuses (no effect is then asked for).
+        """
         handler = self._handlers.get(method)
         if handler is None:
             raise InvalidRequestError(f"unknown method {method!r}; expected one of {list(METHODS)}.")
         worker = _field(request, "worker", str) if request.get("worker") is not None else None
         with self._lock:
-            try:
-                self._drain()
-                if method == "report" and self._sealing(worker):
-                    reply = {"sealing": True}
-                else:
-                    reply = handler(request)
-                if worker is not None and method != "leave":
-                    reply["lease_floor"] = self._heard_from(worker, self._clock())
-            finally:
-                writes, self._disk_writes = self._disk_writes, []
-        for write in writes:  # a seal's files: after the lock, before the answer
-            write()
-        return reply
+            self._drain()
+            outcome = handler(request)
+            if worker is not None and method != "leave":
+                outcome.reply["lease_floor"] = self._heard_from(worker, self._clock())
+        return outcome
 
     def report_batch(self, reports: Sequence[tuple[str, str, int, int, int, int]]) -> list:
         """Counts the reports the report line read in one turn of its loop, under one hold of the lock, each as
@@ -184,20 +238,24 @@ class ShardService:
         with self._lock:
             self._drain()
             now = self._clock()
-            for worker, dataset, shard_id, consumed, lease, offset in reports:
-                sealing = self._sealing(worker)
-                if not sealing:
+            for report in reports:  # (a packed report's reply, as `_report` answers one over JSON)
+                held = self._holds(report[0])
+                if not held:
                     try:
-                        if dataset and min(shard_id, consumed, lease, offset) >= 0:
-                            self.book.report(dataset, worker, shard_id, consumed, lease=lease, offset=offset)
-                        else:  # refused there, saying which field is wrong
-                            self._report({"dataset": dataset, "worker": worker, "shard_id": shard_id,
-                                          "consumed": consumed, "lease": lease, "offset": offset})
+                        self._count(*report)
                     except ShardServiceError as e:
                         replies.append(e)
                         continue
-                replies.append((sealing, self._heard_from(worker, now)))
+                replies.append((held, self._heard_from(report[0], now)))
         return replies
+
+    def _count(self, worker: str, dataset: str, shard_id: int, consumed: int, lease: int | None,
+               offset: int) -> None:
+        """Counts one report (`Report`'s fields) in the book: the one path every report takes (over JSON, packed,
+        or from a ring). Fields that are not what they must be are refused here, naming the field."""
+        if not (dataset and min(shard_id, consumed, offset) >= 0 and (lease is None or lease >= 0)):
+            _checked_report(Report(worker, dataset, shard_id, consumed, lease, offset)._asdict())  # raises
+        self.book.report(dataset, worker, shard_id, consumed, lease=lease, offset=offset)
 
     def _heard_from(self, worker: str, now: float) -> int:
         """Notes that `worker` is alive as of `now`; the lease floor its reply carries."""
@@ -205,22 +263,45 @@ class ShardService:
         self._heard.add(worker)
         return self.book.lease_floor_for(worker)
 
-    def _sealing(self, worker: str | None) -> bool:
-        """Whether a seal by another worker is waiting for its commit (one past the timeout is dropped)."""
-        if self._sealer in (None, worker):
+    def _holds(self, worker: str | None) -> bool:
+        """Whether the seal phase holds `worker`'s reports; a seal past its timeout is ended first."""
+        phase = self._phase
+        if type(phase) is not seal_phase.Sealing:  # (once per report: the common case first, and cheap)
             return False
-        if self._clock() - self._sealed_at > self.seal_timeout_secs:
+        if phase.lapsed(self._clock(), self.seal_timeout_secs):
             logger.warning("%s sealed the shard book but did not commit within %.0fs; taking reports again.",
-                           self._sealer, self.seal_timeout_secs)
-            self._end_seal()
-            return False
-        return True
+                           phase.sealer, self.seal_timeout_secs)
+            self._enter(seal_phase.Ended(phase.seal_id))
+        return self._phase.holds(worker)
 
-    def _end_seal(self) -> None:
-        self._sealer = self._seal_id = None
-        for rings in self._rings.values():
+    def _enter(self, event: seal_phase.Event) -> None:
+        """The seal phase after `event` (`seal_phase.step`), and the rings marked as it holds them."""
+        before, self._phase = self._phase, seal_phase.step(self._phase, event)
+        if before != self._phase:
+            self._mark_rings()
+
+    def _mark_rings(self, holds: Callable[[str], bool] | None = None) -> None:
+        """Marks each ring SEALING where `holds` (by default the phase) holds its worker's reports."""
+        holds = holds or self._phase.holds
+        for worker, rings in self._rings.items():
             for ring in rings:
-                ring.seal(False)
+                ring.seal(holds(worker))
+
+    def _apply(self, effect: Effect) -> None:
+        """Writes one seal file (the lock released); a pending seal that could not be written holds nothing."""
+        if self.seals is None:
+            return
+        try:
+            with self._disk:
+                if isinstance(effect, WritePending):
+                    self.seals.write_pending(effect.step, effect.state)
+                else:
+                    self.seals.write(effect.step, effect.state)
+        except BaseException:
+            if isinstance(effect, WritePending):
+                with self._lock:
+                    self._enter(seal_phase.Ended(effect.seal_id))
+            raise
 
     # --- report rings (elastic/report_ring.py) -----------------------------------------------
 
@@ -228,12 +309,12 @@ class ShardService:
         """Reads `worker`'s report ring from now on (until `detach_ring`)."""
         with self._lock:
             self._rings.setdefault(worker, []).append(ring)
-            ring.seal(self._sealer not in (None, worker))
+            ring.seal(self._phase.holds(worker))
 
     def detach_ring(self, worker: str, ring: RingReader) -> None:
         """Stops reading a ring (its line closed): what it holds is counted first."""
         with self._lock:
-            ring.close(self._counter(worker))
+            ring.close(self._ring_counter(worker))
             rings = self._rings.get(worker, [])
             if ring in rings:
                 rings.remove(ring)
@@ -247,15 +328,18 @@ class ShardService:
 
     def _drain(self, workers=None) -> None:
         for worker in self._rings if workers is None else workers:
-            if not self._sealing(worker):
-                count = self._counter(worker)
-                for ring in self._rings.get(worker, ()):
-                    ring.drain(count)
+            if not self._holds(worker):
+                self._drain_rings_of(worker)
 
-    def _counter(self, worker: str):
+    def _drain_rings_of(self, worker: str) -> None:
+        count = self._ring_counter(worker)
+        for ring in self._rings.get(worker, ()):
+            ring.drain(count)
+
+    def _ring_counter(self, worker: str):
         def count(dataset: str, shard_id: int, lease: int, first: int, records: int) -> None:
             try:
-                self.book.report(dataset, worker, shard_id, records, lease=lease, offset=first)
+                self._count(worker, dataset, shard_id, records, lease, first)
             except ShardServiceError as e:  # a lease taken back: its records went back with it
                 logger.info("A report in %s's ring was not counted: %s", worker, e)
         return count
@@ -285,9 +369,9 @@ class ShardService:
                            len(silent), ", ".join(silent[:REAPED_NAMED]), more, sum(returned.values()))
         return silent
 
-    # --- methods -----------------------------------------------------------------------------
+    # --- methods: each returns its Outcome ----------------------------------------------------
 
-    def _add_dataset(self, request):
+    def _add_dataset(self, request) -> Outcome:
         fields = {f.name for f in dataclasses.fields(ShardingSpec)}
         required = {f.name for f in dataclasses.fields(ShardingSpec) if f.default is dataclasses.MISSING}
         spec = request.get("dataset")
@@ -303,13 +387,13 @@ class ShardService:
         except ShardServiceError as e:
             raise InvalidRequestError(f"field 'dataset': {e}") from None
         self.book.add_dataset(checked)
-        return {}
+        return Outcome({})
 
-    def _open_for_shards(self, request):
-        self._handing_out = True
-        return {}
+    def _open_for_shards(self, request) -> Outcome:
+        self._enter(seal_phase.Opened())
+        return Outcome({})
 
-    def _request(self, request):
+    def _request(self, request) -> Outcome:
         worker = _field(request, "worker", str)
         dataset = _field(request, "dataset", str)
         request_id = _optional(request, "request_id", str)
@@ -319,26 +403,26 @@ class ShardService:
             # handed out, if still the worker's, is the answer; a second one would stay out with no one to train it.
             shard = handed[1]
             if self.book.leased(dataset, worker, shard["shard_id"], shard["lease"]):
-                return dict(shard)
-        if not self._handing_out:
-            return {"decision": "wait", "opening": True}
+                return Outcome(dict(shard))
+        if not self._phase.hands_out:
+            return Outcome({"decision": "wait", "opening": True})
         decision = self.book.request(dataset, worker)
         if isinstance(decision, Assigned):
             reply = {"decision": "assigned", **vars(decision)}  # (its fields: ints; asdict took a third of a request)
             if request_id is not None:
                 self._handed[worker] = ((dataset, request_id), reply)
-            return dict(reply)
+            return Outcome(dict(reply))
         if isinstance(decision, Finished):
             self._told_finished.add(worker)
-            return {"decision": "finished"}
+            return Outcome({"decision": "finished"})
         if isinstance(decision, Drained):
             self._told_drained.add(worker)
-            return {"decision": "drained"}
+            return Outcome({"decision": "drained"})
         if isinstance(decision, Failed):
-            return {"decision": "failed", "message": decision.message}
-        return {"decision": "wait"}
+            return Outcome({"decision": "failed", "message": decision.message})
+        return Outcome({"decision": "wait"})
 
-    def _bad_records(self, request):
+    def _bad_records(self, request) -> Outcome:
         records = request.get("records")
         if not isinstance(records, list) or not all(
                 isinstance(r, list) and len(r) == 2 and all(isinstance(x, str) for x in r) for r in records):
@@ -347,108 +431,86 @@ class ShardService:
         count, failure = self.book.report_bad(_field(request, "dataset", str), [tuple(r) for r in records], limit)
         if failure is not None and records:
             logger.error("Data set %s failed: %s", request["dataset"], failure)
-        return {"count": count, "failure": failure}
+        return Outcome({"count": count, "failure": failure})
 
-    def _report(self, request):
-        # `offset` (the batch's first record) is required over the wire: it is what makes a retried report count
-        # once.
-        lease = _optional(request, "lease", int, minimum=0)
-        self.book.report(_field(request, "dataset", str), _field(request, "worker", str),
-                         _field(request, "shard_id", int, minimum=0), _field(request, "consumed", int, minimum=0),
-                         lease=lease, offset=_field(request, "offset", int, minimum=0))
-        return {}
+    def _report(self, request) -> Outcome:
+        if self._holds(request.get("worker")):  # whatever it says: it is sent again after the commit
+            return Outcome({"sealing": True})
+        self._count(*_checked_report(request))
+        return Outcome({})
 
-    def _release(self, request):
+    def _release(self, request) -> Outcome:
         released = self.book.release(_field(request, "dataset", str), _field(request, "worker", str),
                                      _field(request, "shard_id", int, minimum=0),
                                      _field(request, "lease", int, minimum=0))
-        return {"released": released}
+        return Outcome({"released": released})
 
-    def _heartbeat(self, request):
+    def _heartbeat(self, request) -> Outcome:
         _field(request, "worker", str)
-        return {}
+        return Outcome({})
 
-    def _leave(self, request):
+    def _leave(self, request) -> Outcome:
         worker = _field(request, "worker", str)
         self._last_seen.pop(worker, None)
         returned = self.book.fail_worker(worker)
         if returned:
             logger.info("%s ended its training; %d shard(s) it had begun went back to the queue.", worker,
                         returned)
-        return {"returned": returned}
+        return Outcome({"returned": returned})
 
-    def _fail_worker(self, request):
+    def _fail_worker(self, request) -> Outcome:
         failed = _field(request, "failed_worker", str)
         self._last_seen.pop(failed, None)
-        return {"returned": self.book.fail_worker(failed)}
+        return Outcome({"returned": self.book.fail_worker(failed)})
 
-    def _seal(self, request):
+    def _seal(self, request) -> Outcome:
         step = _optional(request, "checkpoint_step", int, minimum=0)
         sealer = request.get("worker") or ""
         # The other trainers' rings are marked first, then drained: a report written before its trainer saw the
         # mark is in this seal, and after it the trainer writes at most once more before its gate waits.
-        for worker, rings in self._rings.items():
-            for ring in rings:
-                ring.seal(worker != sealer)
-                ring.drain(self._counter(worker))
+        self._mark_rings(lambda worker: worker != sealer)
+        for worker in self._rings:
+            self._drain_rings_of(worker)
         try:
             with _no_gc_pass():
                 seal_id = self.book.seal()
         except BaseException:
-            self._end_seal()  # no seal: nothing holds the writes
+            self._enter(seal_phase.Ended())
+            self._mark_rings()  # no seal: nothing holds the writes
             raise
         # Only a seal that was made holds other workers' reports until its commit.
-        self._sealer, self._seal_id = sealer, seal_id
-        self._sealed_at = self._clock()
-        if step is not None and self.seals is not None and not self.book.is_committed(step):
-            state = self.book.pending(seal_id)
-            self._disk_writes.append(lambda: self._write_pending(step, seal_id, state))
-        return {"seal_id": seal_id}
+        self._enter(seal_phase.Sealed(sealer, seal_id, self._clock()))
+        if step is None or self.seals is None or self.book.is_committed(step):
+            return Outcome({"seal_id": seal_id})
+        return Outcome({"seal_id": seal_id}, (WritePending(step, seal_id, self.book.pending(seal_id)),))
 
-    def _write_pending(self, step: int, seal_id: int, state: dict) -> None:
-        """Writes a seal's state as pending (the lock released); a seal that could not be written holds nothing."""
-        try:
-            with self._disk:
-                self.seals.write_pending(step, state)
-        except BaseException:
-            with self._lock:
-                if self._seal_id == seal_id:
-                    self._end_seal()
-            raise
-
-    def _commit(self, request):
+    def _commit(self, request) -> Outcome:
         step = _field(request, "checkpoint_step", int, minimum=0)
         seal_id = _field(request, "seal_id", int, minimum=0)
         new = not self.book.is_committed(step)
         try:
             state = self.book.commit(seal_id, step)
         finally:
-            self._end_seal()
+            self._enter(seal_phase.Ended())
             self._drain()
-        if new and self.seals is not None:
-            self._disk_writes.append(lambda: self._write_committed(step, state))
-        return {}
+        return Outcome({}, (WriteCommitted(step, state),) if new and self.seals is not None else ())
 
-    def _write_committed(self, step: int, state: dict) -> None:
-        with self._disk:
-            self.seals.write(step, state)
-
-    def _restore(self, request):
+    def _restore(self, request) -> Outcome:
         step = _field(request, "checkpoint_step", int, minimum=0)
         self._rewind(step, self.seals.read(step) if self.seals is not None else None)
-        return {}
+        return Outcome({})
 
     def _rewind(self, checkpoint_step: int, state: dict | None) -> None:
         """Rewinds the book (dropping any pending seal) and starts over on who has heard of it."""
         self._holders = self.book.restore(checkpoint_step, committed=state)
-        self._end_seal()
+        self._enter(seal_phase.Ended())
         self._heard.clear()
 
-    def _unheard(self, request):
-        return {"unheard": sorted(self._holders - self._heard - {request.get("worker")})}
+    def _unheard(self, request) -> Outcome:
+        return Outcome({"unheard": sorted(self._holders - self._heard - {request.get("worker")})})
 
-    def _status(self, request):
-        return self.book.status(_field(request, "dataset", str))
+    def _status(self, request) -> Outcome:
+        return Outcome(self.book.status(_field(request, "dataset", str)))
 
 
 METHODS = ("add_dataset", "request", "report", "bad_records", "release", "heartbeat", "leave", "fail_worker", "seal",
@@ -499,13 +561,25 @@ def _optional(request: dict, name: str, kind: type, minimum: int | None = None):
     return None if request.get(name) is None else _field(request, name, kind, minimum)
 
 
+def _checked_report(request: dict) -> Report:
+    """A report call's fields, checked (`offset`, the batch's first record, is required over the wire: it is what
+    makes a retried report count once).
+
+    Raises:
+        InvalidRequestError: naming the field, what it must be and what came.
+    """
+    return Report(_field(request, "worker", str), _field(request, "dataset", str),
+                  _field(request, "shard_id", int, minimum=0), _field(request, "consumed", int, minimum=0),
+                  _optional(request, "lease", int, minimum=0), _field(request, "offset", int, minimum=0))
+
+
 class ShardServer:
     """Serves a ShardService over gRPC (JSON messages) and a report line, and reaps silent workers.
 
     Args:
         service: The book and its locks.
         host, port: Where gRPC listens; port 0 picks a free one.
-        report_port: Where the report line (elastic/report_line.py) listens on the same host: 0 picks a
+        report_port: Where the report line (elastic/report_line_server.py) listens on the same host: 0 picks a
             free one, None serves reports over gRPC only.
 
     Example:

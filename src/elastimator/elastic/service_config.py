@@ -32,7 +32,7 @@ class ServiceConfig:
     listen: str | None = None
     """host:port the chief binds (default: `address`), e.g. 0.0.0.0:2223 in a pod that others reach by name."""
     report_port: int | None = 0
-    """The port of the service's report line (elastic/report_line.py) on the same host: 0 for any free one
+    """The port of the service's report line (elastic/report_line_server.py) on the same host: 0 for any free one
     (the service tells its workers which), None for none (reports go over gRPC)."""
 
     @staticmethod

@@ -1,44 +1,13 @@
-"""The report line: a worker's calls on the training path (a report per step, a shard request every few steps) to
-the shard service over a plain socket connection: TCP, or a Unix socket on the service's machine.
+"""The report line's server: one event loop that accepts every worker's line and answers its calls (the frames
+are `report_line_codec.py`'s).
 
-A trainer reports once per step, and a gRPC call's own work in Python costs both the service and the worker
-far more CPU than the report itself, taken from the cores that train. On a connection of its own, framed as
-4-byte big-endian lengths before UTF-8 JSON, the same report costs a small fraction of that on each side
-(figures: docs/performance.md, bench/results/elastic_cpu.md).
-
-Reports and their replies, one each per step, may also travel packed: a frame
-whose body starts with `R` holds a report's four numbers (`PACKED_REPORT`)
-and its data set's name, one that starts with `A` a reply's lease floor and
-whether a seal holds the report (`PACKED_REPLY`). Inside a training step this
-code runs cold, and JSON was a large share of a report's CPU on the worker: a
-service offers packed reports in its hello (`"packed": ["report"]`), and a
-worker uses them only where offered. Errors are always JSON.
-
-A worker on the service's machine sends no report over the line at all: it
-names a report ring in its hello (`"ring": path`, over the Unix socket only),
-writes its reports there, and the service reads them (elastic/report_ring.py).
-The service answers `"ring": true` where it took the ring, reads it while the
-line is open, and takes what it holds one last time as the line closes.
-
-The line carries `report` and `request` calls (`LINE_METHODS`); every other
-call, and any call the line could not deliver, goes over gRPC. Both are safe to
-send again: the book knows each report by its lease and first record, and the
-service answers a request sent again (the same `request_id`) with the shard it
-handed out the first time. A connection opens with a hello frame,
-`{"token": ..., "worker": ...}`, answered with the methods the line takes,
-`{"methods": [...], "packed": [...]}` (an older service answers `{}`: reports
-only, in JSON), or with an error before the server closes it. The server binds
-the same host as the gRPC endpoint (loopback unless configured), reads JSON and
-packed reports only (never pickle), and refuses frames over `MAX_FRAME_BYTES`.
-
-A worker on the service's own machine takes the line over a Unix socket. On
-Linux the server also listens on an abstract Unix socket of a random name,
-which the service tells its workers with the port (`"local"`). Abstract names
-belong to one network namespace, so only a process that shares the service's
-machine and network reaches it: a worker of a local cluster; a worker in a pod
-of its own does not, and takes TCP. Any process there may connect; the hello's
-token is checked as over TCP. Over loopback TCP the sender's system call also
-runs the receiver's protocol work, so each send costs more.
+The server binds the same host as the gRPC endpoint (loopback unless configured). A worker on the service's own
+machine takes the line over a Unix socket. On Linux the server also listens on an abstract Unix socket of a
+random name, which the service tells its workers with the port (`"local"`). Abstract names belong to one network
+namespace, so only a process that shares the service's machine and network reaches it: a worker of a local
+cluster; a worker in a pod of its own does not, and takes TCP. Any process there may connect; the hello's token
+is checked as over TCP. Over loopback TCP the sender's system call also runs the receiver's protocol work, so
+each send costs more.
 
 On Linux the thread that serves the line (one event loop for all) runs as SCHED_BATCH. A report arriving
 then does not preempt the thread that sent it: on a machine whose cores the
@@ -60,15 +29,16 @@ import secrets
 import select
 import selectors
 import socket
-import struct
-import sys
 import threading
 import time
-from typing import Callable, Iterator
+from typing import Callable
 
 from elastimator.elastic import open_files
-from elastimator.elastic.report_ring import ReportRing, RingReader
-from elastimator.elastic.shards import TOKEN_REFUSED, ShardServiceError, error_for
+from elastimator.elastic.report_line_codec import (LENGTH, LINE_METHODS, LOCAL_SOCKETS, PACKED_METHODS, FrameBuffer,
+                                                   FrameError, close_socket, frame, json_object, reply_data, tune,
+                                                   unpack_report)
+from elastimator.elastic.report_ring import RingReader
+from elastimator.elastic.shards import TOKEN_REFUSED, ShardServiceError
 
 try:  # the loop's native wait, read and answer (_line_native.c), where the install could build it
     from elastimator.elastic import _line_native
@@ -77,8 +47,6 @@ except ImportError:
 
 logger = logging.getLogger("elastimator")
 
-MAX_FRAME_BYTES = 1 << 20
-"""A report is some 150 bytes; anything this large is not one of ours."""
 HELLO_TIMEOUT_SECS = 10.0
 """An unauthenticated connection that says nothing this long is dropped."""
 MAX_CONNECTIONS = 16384
@@ -89,157 +57,8 @@ PAUSE_SECS = 1.0
 """How long the line stops accepting after the process ran out of open files."""
 WARN_EVERY_SECS = 10.0
 """The least time between two warnings that connections were closed or could not be accepted."""
-LINE_METHODS = ("report", "request")
-"""The calls the line carries: those a trainer makes every step or every few."""
-PACKED_METHODS = ("report",)
-"""The calls the line may carry packed, where the hello offers them."""
-LOCAL_SOCKETS = sys.platform.startswith("linux")
-"""Whether the line also takes workers on the service's machine over an abstract Unix socket (Linux has them)."""
 NATIVE = _line_native is not None and os.environ.get("ELASTIMATOR_NATIVE_LINE", "1") != "0"
 """Whether report lines run their native loop: built by the install, and not turned off (ELASTIMATOR_NATIVE_LINE=0)."""
-_LENGTH = struct.Struct(">I")
-PACKED_REPORT = struct.Struct(">cqqqq")
-"""b"R", shard id, records, lease, first record; the data set's name (UTF-8) follows."""
-PACKED_REPLY = struct.Struct(">c?q")
-"""b"A", whether a seal holds the report (send it again), the lease floor."""
-_FRAMED_REPLY = struct.Struct(">Ic?q")
-"""A packed reply with its frame's length before it (`framed_reply`)."""
-
-
-class FrameError(Exception):
-    """The peer closed the connection or sent something that is not a frame of ours."""
-
-
-def send_frame(sock: socket.socket, message: dict) -> None:
-    _send_body(sock, json.dumps(message).encode("utf-8"))
-
-
-def frame(body: bytes) -> bytes:
-    """`body` as it goes on the line: its length (4 bytes, big-endian), then it."""
-    return _LENGTH.pack(len(body)) + body
-
-
-def _send_body(sock: socket.socket, body: bytes) -> None:
-    sock.sendall(frame(body))
-
-
-def read_frame(stream) -> dict:
-    """The next JSON object from a connection's binary file; FrameError when it closed or sent garbage."""
-    return _json_object(_read_body(stream))
-
-
-def _read_body(stream) -> bytes:
-    head = stream.read(_LENGTH.size)
-    if len(head) < _LENGTH.size:
-        raise FrameError("the connection closed")
-    length = _body_length(head)
-    body = stream.read(length)
-    if len(body) < length:
-        raise FrameError("the connection closed mid-frame")
-    return body
-
-
-def _body_length(received) -> int:
-    """The length a frame's first 4 bytes give; FrameError past MAX_FRAME_BYTES."""
-    (length,) = _LENGTH.unpack_from(received)
-    if length > MAX_FRAME_BYTES:
-        raise FrameError(f"a frame of {length} bytes; the limit is {MAX_FRAME_BYTES}")
-    return length
-
-
-class FrameBuffer:
-    """What a non-blocking connection has received, handed out a whole frame's body at a time."""
-
-    __slots__ = ("_received",)
-
-    def __init__(self):
-        self._received = bytearray()
-
-    def add(self, chunk: bytes) -> None:
-        self._received += chunk
-
-    @property
-    def empty(self) -> bool:
-        """Whether nothing is held: no part of a frame waits for the rest of it."""
-        return not self._received
-
-    def whole(self, chunk: bytes) -> bool:
-        """Whether `chunk` is one whole frame, with nothing received before it (the usual case: read it as it is,
-        without adding it); FrameError for one over MAX_FRAME_BYTES."""
-        return not self._received and len(chunk) >= _LENGTH.size and len(chunk) == _LENGTH.size + _body_length(chunk)
-
-    def bodies(self, chunk: bytes) -> Iterator[bytes]:
-        """Adds `chunk`, then yields the bodies of the whole frames received (FrameError as `next_body`, after the
-        frames before it). A chunk that is one `whole` frame is not copied into the buffer."""
-        if self.whole(chunk):
-            yield chunk[_LENGTH.size:]
-            return
-        self._received += chunk
-        while (body := self.next_body()) is not None:
-            yield body
-
-    def next_body(self) -> bytes | None:
-        """The next whole frame's body received, or None; FrameError for one over MAX_FRAME_BYTES."""
-        if len(self._received) < _LENGTH.size:
-            return None
-        end = _LENGTH.size + _body_length(self._received)
-        if len(self._received) < end:
-            return None
-        body = bytes(self._received[_LENGTH.size:end])
-        del self._received[:end]
-        return body
-
-
-def _json_object(body: bytes) -> dict:
-    try:
-        message = json.loads(body.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError, RecursionError) as e:  # nested too deep for the parser
-        raise FrameError(f"a frame that is not JSON: {e!s:.200}") from None
-    if not isinstance(message, dict):
-        raise FrameError(f"a frame that is not a JSON object: {type(message).__name__}")
-    return message
-
-
-def pack_report(request: dict) -> bytes | None:
-    """A report call's packed body, or None for one that cannot travel packed (a report without a lease)."""
-    numbers = (request.get("shard_id"), request.get("consumed"), request.get("lease"), request.get("offset"))
-    dataset = request.get("dataset")
-    if not (all(type(n) is int and -2**63 <= n < 2**63 for n in numbers) and isinstance(dataset, str)):
-        return None
-    return PACKED_REPORT.pack(b"R", *numbers) + dataset.encode("utf-8")
-
-
-def unpack_report(body: bytes, worker: str) -> tuple[str, str, int, int, int, int]:
-    """The report a packed body holds, as `worker` (the line's, from its hello) made it: its fields in the order
-    `ShardService.report_batch` takes them (`worker`, `dataset`, `shard_id`, `consumed`, `lease`, `offset`)."""
-    if len(body) < PACKED_REPORT.size:
-        raise FrameError(f"a packed report of {len(body)} bytes; it takes at least {PACKED_REPORT.size}")
-    _, shard_id, consumed, lease, offset = PACKED_REPORT.unpack_from(body)
-    try:
-        dataset = body[PACKED_REPORT.size:].decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise FrameError(f"a packed report whose data set name is not UTF-8: {e}") from None
-    return worker, dataset, shard_id, consumed, lease, offset
-
-
-def framed_reply(sealing: bool, lease_floor: int) -> bytes:
-    """A report's reply as it goes on the line, packed: whether a seal holds the report (send it again) and the
-    lease floor, after the frame's length (packed at once: the server sends one per report)."""
-    return _FRAMED_REPLY.pack(PACKED_REPLY.size, b"A", sealing, lease_floor)
-
-
-def unpack_reply(body: bytes) -> dict:
-    if len(body) != PACKED_REPLY.size:
-        raise FrameError(f"a packed reply of {len(body)} bytes; expected {PACKED_REPLY.size}")
-    _, sealing, floor = PACKED_REPLY.unpack(body)
-    return {"sealing": True, "lease_floor": floor} if sealing else {"lease_floor": floor}
-
-
-def _reply_data(reply) -> bytes:
-    """A counted report's reply as it goes on the line: packed, or the JSON error the book refused it with."""
-    if isinstance(reply, ShardServiceError):
-        return frame(json.dumps({"error": f"{reply.status}: {reply}", "status": reply.status}).encode("utf-8"))
-    return framed_reply(*reply)
 
 
 class ReportLineServer:
@@ -363,7 +182,7 @@ class ReportLineServer:
             for connection in list(self._connections.values()):
                 self._drop(connection, None)
             for listener in self._listeners:
-                _close(listener)
+                close_socket(listener)
             self._selector.close()
             self._wake_reader.close()
             self._wake_writer.close()
@@ -389,7 +208,7 @@ class ReportLineServer:
                 if sent < 0:
                     self._drop(connection, OSError(-sent, os.strerror(-sent)))
                 else:
-                    self._send_framed(connection, _reply_data(replies[index])[sent:])
+                    self._send_framed(connection, reply_data(replies[index])[sent:])
         for fd, mask, chunk in others:
             key = self._registered.get(fd)
             if key is None:  # closed by an event before it in this turn
@@ -426,9 +245,9 @@ class ReportLineServer:
                            f"{'it takes' if most == MAX_CONNECTIONS else 'the open-file limit leaves it'}; "
                            "closing connections past that (those workers report over gRPC)"
                            + ("" if most == MAX_CONNECTIONS else ". Raise the limit (ulimit -n) to serve more"))
-                _close(sock)
+                close_socket(sock)
                 continue
-            _tune(sock)
+            tune(sock)
             sock.setblocking(False)
             connection = _Connection(sock, time.monotonic() + HELLO_TIMEOUT_SECS)
             self._connections[sock] = connection
@@ -441,9 +260,9 @@ class ReportLineServer:
                 chunk = connection.sock.recv(1 << 16)
             if not chunk:
                 raise FrameError("the connection closed")
-            if connection.packed and chunk[_LENGTH.size:_LENGTH.size + 1] == b"R" and connection.received.whole(chunk):
+            if connection.packed and chunk[LENGTH.size:LENGTH.size + 1] == b"R" and connection.received.whole(chunk):
                 # The usual chunk: one packed report (a third less of the line's Python than the general path).
-                self._reports.append((connection, unpack_report(chunk[_LENGTH.size:], connection.worker)))
+                self._reports.append((connection, unpack_report(chunk[LENGTH.size:], connection.worker)))
                 return
             for body in connection.received.bodies(chunk):
                 self._frame(connection, body)
@@ -472,13 +291,13 @@ class ReportLineServer:
     def _frame(self, connection: "_Connection", body: bytes) -> None:
         """Answers one frame: the hello first, then calls."""
         if connection.worker is None:
-            self._hello(connection, _json_object(body))
+            self._hello(connection, json_object(body))
         elif connection.packed and body[:1] == b"R":
             self._reports.append((connection, unpack_report(body, connection.worker)))
         else:
             if self._reports:  # what this connection (or another) reported before this call counts first
                 self._answer_reports()
-            self._send(connection, json.dumps(self._answer(_json_object(body))).encode("utf-8"))
+            self._send(connection, json.dumps(self._answer(json_object(body))).encode("utf-8"))
 
     def _answer_reports(self) -> None:
         """Counts the packed reports read so far, and answers each on its line."""
@@ -486,7 +305,7 @@ class ReportLineServer:
         self.answered += len(reports)
         for (connection, _), reply in zip(reports, self._count_reports([fields for _, fields in reports])):
             if connection.sock in self._connections:  # (one whose later frame was garbage is gone)
-                self._send_framed(connection, _reply_data(reply))
+                self._send_framed(connection, reply_data(reply))
 
     def _hello(self, connection: "_Connection", hello: dict) -> None:
         token = hello.get("token")
@@ -586,7 +405,7 @@ class ReportLineServer:
             self._selector.unregister(connection.sock)
         except (KeyError, ValueError):
             pass
-        _close(connection.sock)
+        close_socket(connection.sock)
         if connection.ring is not None:
             self._rings.detach_ring(connection.worker, connection.ring)  # what it holds is counted as it closes
 
@@ -625,115 +444,6 @@ class _Connection:
         """Close once what is unsent has gone (a refused hello)."""
 
 
-class ReportLine:
-    """A worker's end: sends calls, and reads the service's replies in the order the calls went out.
-
-    A call's reply may be read later than it is sent (`send`, then `reply`): the
-    round trip then overlaps what the caller does in between.
-
-    Raises:
-        ConnectionError: The line could not be opened or broke (the caller goes over gRPC instead).
-        ShardServiceError: The service refused the token or the call.
-    """
-
-    def __init__(self, host: str, port: int, token: str, worker: str, timeout_secs: float = 30.0,
-                 connect_timeout_secs: float = 2.0, local_name: str | None = None, ring: ReportRing | None = None):
-        self._worker = worker
-        self._packs_reports = False
-        """Whether reports go packed: where the hello offered it."""
-        self.took_ring = False
-        """Whether the service took this worker's report ring (elastic/report_ring.py), and reads it while the
-        line is open."""
-        self._sent = 0
-        self._read = 0
-        self._unclaimed: dict[int, dict] = {}
-        """Replies read before their callers asked for them (a later call's caller asked first)."""
-        self._sock = _connect_local(local_name, connect_timeout_secs)
-        self.local = self._sock is not None
-        """Whether the line runs over the service's Unix socket (this process shares its machine)."""
-        try:
-            if self._sock is None:
-                self._sock = socket.create_connection((host.strip("[]"), port), timeout=connect_timeout_secs)
-            self._sock.settimeout(timeout_secs)  # a service that went silent without closing (a cut network)
-            _tune(self._sock)
-            self._stream = self._sock.makefile("rb")
-        except OSError as e:
-            raise ConnectionError(f"no report line to {host}:{port}: {e}") from None
-        greeting = {"token": token, "worker": worker}
-        if ring is not None and self.local:
-            greeting["ring"] = ring.path
-        try:
-            hello = self.reply(self.send(greeting), "report line")
-        except ConnectionError as e:  # already closed
-            raise ConnectionError(f"no report line to {host}:{port}: {e}") from None
-        except ShardServiceError:  # the token refused: the server has closed its end
-            self.close()
-            raise
-        finally:
-            if ring is not None:
-                ring.forget_path()  # the service has it open, or never will
-        self.methods = frozenset(hello.get("methods", ["report"]))
-        """The calls this line takes (an older service's: reports only)."""
-        self._packs_reports = "report" in hello.get("packed", ())
-        self.took_ring = hello.get("ring") is True
-
-    def send(self, message: dict) -> int:
-        """Sends one call (`{"method": ..., **request}`); returns its number, for `reply`. A report goes packed
-        where the service takes it so."""
-        body = None
-        if self._packs_reports and message.get("method") == "report" and message.get("worker") == self._worker:
-            body = pack_report(message)
-        try:
-            _send_body(self._sock, body or json.dumps(message).encode("utf-8"))
-        except OSError as e:
-            self._broke(e)
-        self._sent += 1
-        return self._sent
-
-    def reply(self, number: int, method: str = "report") -> dict:
-        """The reply to the frame `send` numbered `number` (read once); `method` names the call in an error."""
-        while self._read < number:
-            try:
-                body = _read_body(self._stream)
-                self._unclaimed[self._read + 1] = unpack_reply(body) if body[:1] == b"A" else _json_object(body)
-            except (FrameError, OSError) as e:
-                self._broke(e)
-            self._read += 1
-        reply = self._unclaimed.pop(number)
-        if "error" in reply:
-            raise error_for(reply.get("status", ""), f"shard service {method} failed: {reply['error']}")
-        return reply
-
-    def _broke(self, error: Exception):
-        self.close()
-        raise ConnectionError(f"the report line broke: {error}") from None
-
-    def close(self) -> None:
-        _close(self._sock)
-
-
-def _connect_local(name: str | None, timeout_secs: float) -> socket.socket | None:
-    """A connection to the abstract Unix socket `name`, or None where this process cannot reach it (another
-    machine or network namespace, or no name)."""
-    if not (name and LOCAL_SOCKETS):
-        return None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.settimeout(timeout_secs)
-        sock.connect("\0" + name)
-    except OSError:
-        sock.close()
-        return None
-    return sock
-
-
-def _tune(sock: socket.socket) -> None:
-    """A TCP connection sends each frame at once and finds a vanished peer; a Unix one needs neither."""
-    if sock.family != socket.AF_UNIX:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-
-
 def _yield_to_senders() -> None:
     """Makes the calling thread SCHED_BATCH where the platform has it: what it is woken for waits for the next
     scheduling point instead of preempting the thread that woke it (see the module doc)."""
@@ -753,11 +463,3 @@ def _peer(connection: socket.socket) -> str:
         return "%s:%s" % name[:2] if isinstance(name, tuple) else "a process on this machine"
     except OSError:
         return "a closed connection"
-
-
-def _close(sock: socket.socket) -> None:
-    try:
-        sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
-    sock.close()
