@@ -39,9 +39,8 @@ from typing import Any, Sequence
 
 from elastimator.cluster import k8s_autoscale, progress_file
 from elastimator.cluster.k8s_apis import TFJOB
-from elastimator.cluster.plan import EVALUATOR_ENV
+from elastimator.cluster.plan import CHIEF_WAITS_FOR_EVALUATOR_ENV, EVALUATOR_ENV
 from elastimator.errors import ClusterError
-from elastimator.job import evaluator_done
 
 GROUP, VERSION, PLURAL = TFJOB.group, TFJOB.version, TFJOB.plural
 TF_PORT = 2222
@@ -145,7 +144,7 @@ def pod_template(spec: TFJobSpec, role: str, shard_service: str, extra_env: Sequ
         env.append(autoscaling["env"])
     if role == "chief" and spec.evaluator and api == "tfjob":
         # The operator calls a TFJob Succeeded with its chief and stops the evaluator (job/evaluator_done.py).
-        env.append({"name": evaluator_done.WAIT_ENV, "value": str(EVALUATOR_WAIT_SECS)})
+        env.append({"name": CHIEF_WAITS_FOR_EVALUATOR_ENV, "value": str(EVALUATOR_WAIT_SECS)})
     if role == "chief":
         # Listening beyond loopback is configured here, on purpose: the other pods must reach the service.
         env.append({"name": "ELASTIMATOR_SHARD_SERVICE_LISTEN", "value": f"0.0.0.0:{SHARD_PORT}"})

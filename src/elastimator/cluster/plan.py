@@ -22,6 +22,9 @@ EVALUATOR_ENV = "ELASTIMATOR_EVALUATOR"
 """Set by whoever starts a job's tasks (the launcher, a Kubernetes manifest) to "1" when the job has an
 evaluator task and "0" when it has none; TF_CONFIG cannot say. Without an evaluator the chief evaluates and
 exports once training ends, as `elastimator run` does."""
+CHIEF_WAITS_FOR_EVALUATOR_ENV = "ELASTIMATOR_CHIEF_WAITS_FOR_EVALUATOR"
+"""Seconds a chief waits, its training done, for the evaluator's final round (`k8s manifest` sets it for a TFJob's
+chief; job/evaluator_done.py)."""
 
 
 def _bindable(host: str, port: int) -> bool:

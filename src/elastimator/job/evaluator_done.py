@@ -17,17 +17,19 @@ import os
 import time
 from typing import Callable
 
+import tensorflow as tf
+
+from elastimator.cluster import plan
+
 logger = logging.getLogger("elastimator")
 
 MARKER = "evaluator_done.json"
-WAIT_ENV = "ELASTIMATOR_CHIEF_WAITS_FOR_EVALUATOR"
+WAIT_ENV = plan.CHIEF_WAITS_FOR_EVALUATOR_ENV
 """Seconds the chief waits for the evaluator's final round (set by `k8s manifest` for a TFJob's chief)."""
 
 
 def mark(model_dir: str, step: int | None) -> None:
     """Written by the evaluator once its final round (evaluation and exports) is over (write-then-rename)."""
-    import tensorflow as tf  # here, not above: k8s.py reads WAIT_ENV and must not import TensorFlow
-
     path = os.path.join(model_dir, MARKER)
     with tf.io.gfile.GFile(path + ".tmp", "w") as f:
         f.write(json.dumps({"step": step}))
@@ -35,8 +37,6 @@ def mark(model_dir: str, step: int | None) -> None:
 
 
 def evaluated_step(model_dir: str) -> int | None:
-    import tensorflow as tf
-
     try:
         with tf.io.gfile.GFile(os.path.join(model_dir, MARKER)) as f:
             return json.loads(f.read()).get("step")
