@@ -164,6 +164,7 @@ def test_a_converted_elastic_job_running_dlrovers_command_counts_restarts_over_i
         assert job["spec"]["failurePolicy"] == {"maxRestarts": 4}
         templates = [r["template"]["spec"]["template"] for r in job["spec"]["replicatedJobs"]]
         assert not any("podFailurePolicy" in r["template"]["spec"] for r in job["spec"]["replicatedJobs"])
-    assert all(t["spec"]["restartPolicy"] == "OnFailure" for t in templates) if api == "jobset" else True
+    if api == "jobset":
+        assert all(t["spec"]["restartPolicy"] == "OnFailure" for t in templates)
     assert not any(pod_budget.ENV in _env(t) for t in templates)
     assert not [p for d in conversion.documents for p in manifests.validate(d)]

@@ -15,7 +15,7 @@ DLRover's entry command, and DLRover's master besides. `convert` keeps what has 
 
 Everything else is named in one line each (`Conversion.notes`), none dropped silently: DLRover's master (the
 chief hosts elastimator's shard service), `resourceLimits` (a budget for DLRover's autoscaler; elastimator's
-scaling is bounded by the worker slots), `restartPolicy: Never` (elastimator's pods restart in place), and any
+scaling is bounded by the worker slots), `restartPolicy: Never` (elastimator's pods restart), and any
 field it does not know.
 """
 
