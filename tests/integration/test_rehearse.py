@@ -239,24 +239,34 @@ def test_a_sigkilled_pod_restarts_per_its_policy_and_no_record_is_lost(tmp_path)
     assert _counts(tmp_path / "claim").min() >= EPOCHS, text
 
 
-def test_a_crash_loop_with_no_progress_fails_the_tfjob_after_its_budget_with_the_cause(tmp_path):
+@pytest.mark.parametrize("api", ["tfjob", "jobset"])
+def test_a_crash_loop_with_no_progress_fails_the_job_after_its_budget_with_the_cause(tmp_path, api):
     """Every trainer fails at its first step (its progress file cannot be written: an OSError, exit 1 in elastimator,
-    RETRY_EXIT 138 in a pod with a budget), so the operator makes new pods (ExitCode) until a trainer's start finds
-    no checkpoint newer than its previous start's twice (budget 1): it exits 4, permanent, and the TFJob fails,
-    the summary naming the exit and the pod's log the budget. Which trainer runs out first is the machine's
-    timing; that one does, after exactly its budget."""
+    RETRY_EXIT 138 in a pod with a budget), so the controllers make new pods (ExitCode; a JobSet Job's Ignore
+    rule) until a trainer's start finds no checkpoint newer than its previous start's twice (budget 1): it exits
+    4, permanent, and the job fails, the summary naming the exit and the pod's log the budget. Which trainer runs
+    out first is the machine's timing; that one does, after exactly its budget."""
     env, data = _counting(tmp_path, sync=False, step_secs="0")
     env["ELASTIMATOR_PROGRESS_FILE"] = "/no/such/dir/progress.json"
-    documents = _edit(_manifest(tmp_path, COUNTING, "--name", "counting", "--ps", "1", "--workers", "1",
+    documents = _edit(_manifest(tmp_path, COUNTING, "--name", "counting", "--ps", "1", "--workers", "1", "--api", api,
                                 "--pvc", "model", "--max-restarts", "1"), env=env, data=data)
     result = _rehearse(tmp_path, documents, timeout=400)
     text = result.stdout + result.stderr
     assert result.returncode != 0, text
-    failed = re.search(r"TFJob counting has failed because (Chief|Worker) replica counting-(chief|worker)-0 failed "
-                       r"\(exit code 4; exit code 1-127 is not retryable under ExitCode\)", text)
+    if api == "tfjob":
+        failed = re.search(r"TFJob counting has failed because (?:Chief|Worker) replica counting-(chief|worker)-0 "
+                           r"failed \(exit code 4; exit code 1-127 is not retryable under ExitCode\)", text)
+        pod = "counting-{}-0"
+        restarted = "(a new pod: exit code 138, restartPolicy ExitCode)"
+    else:
+        failed = re.search(r"JobSet counting has failed: Job counting-(chief|worker)-0 failed: pod "
+                           r"counting-(?:chief|worker)-0-0 exited 4, a FailJob rule of its podFailurePolicy "
+                           r"\(reason PodFailurePolicy\), and its failurePolicy rule 'permanent-exit' fails", text)
+        pod = "counting-{}-0-0"
+        restarted = "(a new pod: exit code 138, restartPolicy Never; an Ignore rule"
     assert failed, text
-    task = f"{failed.group(2)}-0"
-    assert f"restarting counting-{task} (a new pod: exit code 138, restartPolicy ExitCode)" in text, text
+    task = f"{failed.group(1)}-0"
+    assert f"restarting {pod.format(failed.group(1))} {restarted}" in text, text
     assert f"{task} was restarted 2 time(s) with no progress between them" in text, text  # the end of its log
     assert f"delete /mnt/model/restarts/{task}.json" in text, text
     record = json.loads((tmp_path / "claim" / "restarts" / f"{task}.json").read_text())
