@@ -274,9 +274,10 @@ def test_a_crash_loop_with_no_progress_fails_the_job_after_its_budget_with_the_c
 
 
 def test_kills_past_the_budget_with_checkpoints_between_end_succeeded_with_no_record_lost(tmp_path):
-    """Budget 0: a restart with no progress since would end the job. worker-0 is SIGKILLed twice, each time once the
-    job has saved a checkpoint newer than the one its current pod started from (its start record says which), so
-    each new pod starts from a newer checkpoint: the budget comes back each time and the job succeeds."""
+    """Budget 0: a restart with no progress since would end the job. worker-0 is SIGKILLed twice, each time once its
+    current pod has trained a step and the job has saved a checkpoint newer than the one that pod started from (its
+    start record says both), so each new pod starts after progress: the budget comes back each time and the job
+    succeeds."""
     env, data = _counting(tmp_path, sync=False, step_secs="1.0")  # slow steps: two kills fit before the end
     documents = _edit(_manifest(tmp_path, COUNTING, "--name", "counting", "--ps", "1", "--workers", "2",
                                 "--pvc", "model", "--max-restarts", "0"), env=env, data=data)
@@ -297,11 +298,14 @@ def test_kills_past_the_budget_with_checkpoints_between_end_succeeded_with_no_re
             assert proc.poll() is None and time.monotonic() < deadline, "".join(output)
             time.sleep(0.2)
 
-    def started_from():
+    def record():
         try:
-            return json.loads(record_file.read_text())["checkpoint_step"]
+            return json.loads(record_file.read_text())
         except (OSError, ValueError):
-            return "none yet"
+            return {"checkpoint_step": "none yet"}
+
+    def started_from():
+        return record()["checkpoint_step"]
 
     try:
         previous = "none yet"
@@ -309,7 +313,7 @@ def test_kills_past_the_budget_with_checkpoints_between_end_succeeded_with_no_re
             wait_for(lambda: started_from() != previous)  # this pod's start is recorded
             previous = started_from()
             newer = -1 if previous is None else previous
-            wait_for(lambda: any(s > newer for s in _checkpoint_steps(tmp_path / "claim")))
+            wait_for(lambda: record().get("stepped") and any(s > newer for s in _checkpoint_steps(tmp_path / "claim")))
             pods = json.loads((tmp_path / "work" / "pods.json").read_text())
             os.killpg(pods["counting-worker-0"]["pgid"], signal.SIGKILL)
         assert proc.wait(timeout=900) == 0, "".join(output)

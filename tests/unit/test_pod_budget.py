@@ -35,6 +35,14 @@ def test_starts_without_progress_are_strikes_and_a_newer_checkpoint_gives_them_b
     assert sixth.checkpoint_step == 250
 
 
+def test_a_trainers_progress_needs_a_step_of_its_own_as_under_launch():
+    crashed = next_start(StartRecord(100, 2, "job"), 300, "job", trainer=True)  # the others trained; it did not
+    assert crashed.strikes == 3
+    stepped = next_start(StartRecord(100, 2, "job", stepped=True), 300, "job", trainer=True)
+    assert stepped.strikes == 0 and not stepped.stepped
+    assert next_start(StartRecord(100, 2, "job"), 300, "job", trainer=False).strikes == 0  # a ps, an evaluator
+
+
 def test_a_record_of_another_submission_counts_from_zero():
     assert next_start(StartRecord(100, 7, "old"), 100, "new") == StartRecord(100, 0, "new")
 
@@ -63,11 +71,17 @@ def test_record_start_writes_the_record_and_refuses_past_the_budget(tmp_path):
         record_start(str(tmp_path), "worker-0", 40, 2, env)
     message = str(refused.value)
     assert "worker-0 was restarted 3 time(s) with no progress between them" in message
+    assert "write the manifest again with `elastimator k8s manifest`" in message
     assert "the checkpoint of step 40" in message and "budget of 2" in message
     assert str(tmp_path / "restarts" / "worker-0.json") in message  # what to delete to start over
     saved = json.loads((tmp_path / "restarts" / "worker-0.json").read_text())
     assert saved["strikes"] == 3 and saved["checkpoint_step"] == 40 and "secret" not in json.dumps(saved)
-    assert record_start(str(tmp_path), "worker-0", 41, 2, env).strikes == 0  # progress: back to 0
+    with pytest.raises(OutOfRestarts):  # a newer checkpoint, but the worker's own process trained no step
+        record_start(str(tmp_path), "worker-0", 41, 2, env)
+    pod_budget.mark_stepped(str(tmp_path), "worker-0")
+    assert record_start(str(tmp_path), "worker-0", 42, 2, env).strikes == 0  # progress: back to 0
+    assert record_start(str(tmp_path), "ps-0", None, 2, env).strikes == 0
+    assert record_start(str(tmp_path), "ps-0", 42, 2, env).strikes == 0  # a ps needs no step of its own
     assert not (tmp_path / "restarts" / "worker-0.json.tmp").exists()
 
 
