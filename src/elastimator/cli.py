@@ -28,10 +28,13 @@ from elastimator.errors import (
     InputFnError,
     MissingPathError,
     ModelFnError,
+    OUT_OF_RESTARTS_EXIT,
     REPEATING_EXIT,
+    RETRY_EXIT,
     USAGE_EXIT,
     ReaderError,
 )
+from elastimator.cluster.pod_budget import ENV as POD_BUDGET_ENV, OutOfRestarts
 
 USAGE_ERRORS = (ConfError, ConfigError, MissingPathError)
 REPEATING_ERRORS = (ReaderError, ModelFnError, InputFnError, HeadError, ExportError)
@@ -165,6 +168,10 @@ def _parser() -> argparse.ArgumentParser:
     manifest.add_argument("--model-dir", default="/mnt/model", help="model_dir inside the pods (shared storage)")
     manifest.add_argument("--pvc", help="PersistentVolumeClaim mounted at --model-dir (ReadWriteMany); a job of "
                                         "several pods needs it, unless --model-dir has a scheme (gs://...)")
+    manifest.add_argument("--max-restarts", type=int, default=3,
+                          help="restarts of a pod's task with no progress between them before the job fails "
+                               "(default 3): each pod counts its starts in the model_dir, a newer checkpoint gives "
+                               "the budget back, and the restart policies fail the job on the exit that says so")
     manifest.add_argument("--cpu", default="2", help="CPU request of each pod")
     manifest.add_argument("--memory", default="4Gi", help="memory request of each pod")
     manifest.add_argument("--api", choices=("tfjob", "jobset"), default="tfjob",
@@ -201,6 +208,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _count_the_start(model_dir: str) -> None:
+    """In a pod whose manifest sets a restart budget, this start counts against it (cluster/pod_budget.py)."""
+    from elastimator.cluster import pod_budget
+    from elastimator.estimator.saving.checkpoints import CheckpointDir
+
+    budget = pod_budget.max_strikes(os.environ)
+    task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task") or {}
+    if budget is None or not task.get("type"):
+        return
+    newest = CheckpointDir(model_dir).newest_saved_step()
+    pod_budget.record_start(model_dir, f"{task['type']}-{task.get('index', 0)}", newest, budget)
+
+
 def _run(args) -> int:
     from elastimator.estimator import LOCAL_JOB_TF_CONFIG
     from elastimator.job import data_quality
@@ -212,9 +232,13 @@ def _run(args) -> int:
 
     export_tf_config()  # a JobSet's pod derives its own, as it starts
     os.environ.setdefault("TF_CONFIG", json.dumps(LOCAL_JOB_TF_CONFIG))  # the conf's code may read it (DLRover's did)
+    if args.model_dir is not None:  # as in a pod: counted before the conf is read, whose import may be what fails
+        _count_the_start(args.model_dir)
     conf = load_conf(args.conf)
     overrides = {k: v for k, v in (("model_dir", args.model_dir), ("max_steps", args.max_steps)) if v is not None}
     conf = dataclasses.replace(conf, **overrides)
+    if args.model_dir is None:
+        _count_the_start(conf.model_dir)
     result = run_job(conf, show_progress=not args.no_progress)
     if args.no_summary:
         return 0
@@ -543,6 +567,15 @@ _WITHOUT_TENSORFLOW = {"scale", "k8s", "check", "shard-service"}
 def main(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    code = _main(parser, args)
+    if args.command == "run" and code == 1 and os.environ.get(POD_BUDGET_ENV):
+        # In a pod with a restart budget a failure a restart may cure says so (errors.RETRY_EXIT): its restart
+        # policy fails the job on 1-127 (cluster/k8s.py), and the budget ends a crash loop instead.
+        return RETRY_EXIT
+    return code
+
+
+def _main(parser, args) -> int:
     if args.command is None:  # `elastimator` alone: what it can do
         parser.print_help(sys.stderr)
         return USAGE_EXIT
@@ -557,6 +590,8 @@ def main(argv=None) -> int:
     except USAGE_ERRORS as e:
         _traceback_if_asked(args)
         return _fail(f"error: {e}", USAGE_EXIT)
+    except OutOfRestarts as e:
+        return _fail(f"error: {e}", OUT_OF_RESTARTS_EXIT)
     except ElastimatorError as e:
         _traceback_if_asked(args)
         where = _where(e.__cause__) if e.__cause__ is not None else ""  # the user's line that raised, if any

@@ -91,3 +91,10 @@ USAGE_EXIT = 2
 REPEATING_EXIT = 3
 """`elastimator run`'s exit code for a failure a restart would repeat (a NaN loss, a reader past its
 max_bad_records, a broken model_fn): `launch` ends the job on it instead of restarting the process."""
+OUT_OF_RESTARTS_EXIT = 4
+"""`elastimator run`'s exit code, in a Kubernetes pod, for a task restarted more times than its budget with no
+progress between (cluster/pod_budget.py): 1-127, which the pods' restart policies treat as permanent."""
+RETRY_EXIT = 138
+"""`elastimator run`'s exit code, in a Kubernetes pod with a restart budget, for a failure a restart may cure
+(every other error): 128 + SIGUSR1, the code the Kubeflow training operator sets apart for "restart me" (its
+IsRetryableExitCode, pkg/util/train/train_util.go: 138 in the releases that list codes, and >= 128 in later ones)."""

@@ -4,6 +4,7 @@ SIGKILLed mid-job restarted per its restart policy with no record lost. Root onl
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -138,7 +139,9 @@ def test_a_conf_path_missing_from_the_image_fails_with_the_pods_own_words(tmp_pa
         container["command"] = [w.replace("examples/census/", "census/") for w in container["command"]]
     result = _rehearse(tmp_path, documents)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert "Failed: TFJob census has failed: pod census-" in result.stdout
+    # exit 2 (usage) is permanent under ExitCode: the first pod that says so fails the job, not a backoffLimit later
+    assert re.search(r"Failed: TFJob census has failed because \w+ replica census-\w+-0 failed \(exit code 2;",
+                     result.stdout), result.stdout
     assert "conf file 'census/census_conf.py' does not exist (current directory: /job)" in result.stdout
 
 
@@ -231,8 +234,97 @@ def test_a_sigkilled_pod_restarts_per_its_policy_and_no_record_is_lost(tmp_path)
         reader.join()
     text = "".join(output)
     assert "pod counting-worker-0 exited with code 137" in text, text
-    assert "restarting counting-worker-0 (in place: exit code 137, restartPolicy OnFailure)" in text
+    assert "restarting counting-worker-0 (a new pod: exit code 137, restartPolicy ExitCode)" in text
     assert "Succeeded: TFJob counting successfully completed" in text
+    assert _counts(tmp_path / "claim").min() >= EPOCHS, text
+
+
+@pytest.mark.parametrize("api", ["tfjob", "jobset"])
+def test_a_crash_loop_with_no_progress_fails_the_job_after_its_budget_with_the_cause(tmp_path, api):
+    """Every trainer fails at its first step (its progress file cannot be written: an OSError, exit 1 in elastimator,
+    RETRY_EXIT 138 in a pod with a budget), so the controllers make new pods (ExitCode; a JobSet Job's Ignore
+    rule) until a trainer's start finds no checkpoint newer than its previous start's twice (budget 1): it exits
+    4, permanent, and the job fails, the summary naming the exit and the pod's log the budget. Which trainer runs
+    out first is the machine's timing; that one does, after exactly its budget."""
+    env, data = _counting(tmp_path, sync=False, step_secs="0")
+    env["ELASTIMATOR_PROGRESS_FILE"] = "/no/such/dir/progress.json"
+    documents = _edit(_manifest(tmp_path, COUNTING, "--name", "counting", "--ps", "1", "--workers", "1", "--api", api,
+                                "--pvc", "model", "--max-restarts", "1"), env=env, data=data)
+    result = _rehearse(tmp_path, documents, timeout=400)
+    text = result.stdout + result.stderr
+    assert result.returncode != 0, text
+    if api == "tfjob":
+        failed = re.search(r"TFJob counting has failed because (?:Chief|Worker) replica counting-(chief|worker)-0 "
+                           r"failed \(exit code 4; exit code 1-127 is not retryable under ExitCode\)", text)
+        pod = "counting-{}-0"
+        restarted = "(a new pod: exit code 138, restartPolicy ExitCode)"
+    else:
+        failed = re.search(r"JobSet counting has failed: Job counting-(chief|worker)-0 failed: pod "
+                           r"counting-(?:chief|worker)-0-0 exited 4, a FailJob rule of its podFailurePolicy "
+                           r"\(reason PodFailurePolicy\), and its failurePolicy rule 'permanent-exit' fails", text)
+        pod = "counting-{}-0-0"
+        restarted = "(a new pod: exit code 138, restartPolicy Never; an Ignore rule"
+    assert failed, text
+    task = f"{failed.group(1)}-0"
+    assert f"restarting {pod.format(failed.group(1))} {restarted}" in text, text
+    assert f"{task} was restarted 2 time(s) with no progress between them" in text, text  # the end of its log
+    assert f"delete /mnt/model/restarts/{task}.json" in text, text
+    record = json.loads((tmp_path / "claim" / "restarts" / f"{task}.json").read_text())
+    assert record["strikes"] == 2, record
+
+
+def test_kills_past_the_budget_with_checkpoints_between_end_succeeded_with_no_record_lost(tmp_path):
+    """Budget 0: a restart with no progress since would end the job. worker-0 is SIGKILLed twice, each time once its
+    current pod has trained a step and the job has saved a checkpoint newer than the one that pod started from (its
+    start record says both), so each new pod starts after progress: the budget comes back each time and the job
+    succeeds."""
+    env, data = _counting(tmp_path, sync=False, step_secs="1.0")  # slow steps: two kills fit before the end
+    documents = _edit(_manifest(tmp_path, COUNTING, "--name", "counting", "--ps", "1", "--workers", "2",
+                                "--pvc", "model", "--max-restarts", "0"), env=env, data=data)
+    path = tmp_path / "edited.yaml"
+    path.write_text(yaml.safe_dump_all(documents))
+    command = [sys.executable, "-m", "elastimator.cli", "k8s", "rehearse", str(path), "--work-dir",
+               str(tmp_path / "work"), "--timeout", "900", "--claim", f"model={tmp_path / 'claim'}"]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"), TF_CPP_MIN_LOG_LEVEL="2"))
+    output = []
+    reader = threading.Thread(target=lambda: output.extend(proc.stdout))
+    reader.start()
+    record_file = tmp_path / "claim" / "restarts" / "worker-0.json"
+
+    def wait_for(condition):
+        deadline = time.monotonic() + 600
+        while not condition():
+            assert proc.poll() is None and time.monotonic() < deadline, "".join(output)
+            time.sleep(0.2)
+
+    def record():
+        try:
+            return json.loads(record_file.read_text())
+        except (OSError, ValueError):
+            return {"checkpoint_step": "none yet"}
+
+    def started_from():
+        return record()["checkpoint_step"]
+
+    try:
+        previous = "none yet"
+        for _ in range(2):
+            wait_for(lambda: started_from() != previous)  # this pod's start is recorded
+            previous = started_from()
+            newer = -1 if previous is None else previous
+            wait_for(lambda: record().get("stepped") and any(s > newer for s in _checkpoint_steps(tmp_path / "claim")))
+            pods = json.loads((tmp_path / "work" / "pods.json").read_text())
+            os.killpg(pods["counting-worker-0"]["pgid"], signal.SIGKILL)
+        assert proc.wait(timeout=900) == 0, "".join(output)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        reader.join()
+    text = "".join(output)
+    assert text.count("pod counting-worker-0 exited with code 137") == 2, text
+    assert "Succeeded: TFJob counting successfully completed" in text, text
+    assert json.loads(record_file.read_text())["strikes"] == 0
     assert _counts(tmp_path / "claim").min() >= EPOCHS, text
 
 

@@ -37,7 +37,7 @@ def test_a_tfjobs_pods_get_the_operators_names_and_tf_config():
     assert _env(worker)["HOSTNAME"] == "census-worker-1"
     assert len(_env(worker)["ELASTIMATOR_JOB_TOKEN"]) == 32  # from the manifest's Secret
     assert worker.command[:3] == ("elastimator", "run", "examples/census/census_conf.py:CensusConf")
-    assert worker.working_dir == "/job" and worker.restart_policy == "OnFailure"
+    assert worker.working_dir == "/job" and worker.restart_policy == "ExitCode"
 
 
 def test_a_tfjobs_port_is_its_tfjob_port():
@@ -103,14 +103,17 @@ def test_a_secret_missing_from_the_manifest_is_named():
 
 def test_tfjob_restarts_on_failure_and_succeeds_with_its_chief():
     controller = Controller(workload(k8s.manifest(_spec())))
-    assert controller.exited("census-worker-0", 137) == [Restart("census-worker-0", False,
-                                                                  "exit code 137, restartPolicy OnFailure")]
+    assert controller.exited("census-worker-0", 137) == [Restart("census-worker-0", True,
+                                                                  "exit code 137, restartPolicy ExitCode")]
     assert controller.exited("census-worker-0", 0) == []
     assert controller.exited("census-chief-0", 0)[0].succeeded
 
 
 def test_tfjob_backoff_limit_and_exit_code_policy():
-    documents = k8s.manifest(_spec(backoff_limit=1))
+    documents = k8s.manifest(_spec(max_restarts=1))
+    documents[-1]["spec"]["runPolicy"]["backoffLimit"] = 1
+    for replica in documents[-1]["spec"]["tfReplicaSpecs"].values():
+        replica["restartPolicy"] = "OnFailure"
     controller = Controller(workload(documents))
     assert isinstance(controller.exited("census-ps-0", 1)[0], Restart)
     done = controller.exited("census-ps-0", 1)[0]
@@ -133,7 +136,9 @@ def test_tfjob_without_a_chief_succeeds_with_worker_0_or_all_workers():
 
 
 def test_jobset_restarts_in_place_then_restarts_the_jobset_then_fails():
-    documents = jobset.manifest(_spec(backoff_limit=1))  # worker Job backoffLimit 2, maxRestarts 1
+    documents = jobset.manifest(_spec(max_restarts=1))  # worker Job backoffLimit 2, maxRestarts 1
+    for replicated in documents[-1]["spec"]["replicatedJobs"]:  # the Job's own counting, without its rules
+        del replicated["template"]["spec"]["podFailurePolicy"]
     controller = Controller(workload(documents))
     assert isinstance(controller.exited("census-worker-0-0", 1)[0], Restart)
     assert isinstance(controller.exited("census-worker-0-1", 1)[0], Restart)

@@ -15,7 +15,7 @@ DLRover's entry command, and DLRover's master besides. `convert` keeps what has 
 
 Everything else is named in one line each (`Conversion.notes`), none dropped silently: DLRover's master (the
 chief hosts elastimator's shard service), `resourceLimits` (a budget for DLRover's autoscaler; elastimator's
-scaling is bounded by the worker slots), `restartPolicy: Never` (elastimator's pods restart in place), and any
+scaling is bounded by the worker slots), `restartPolicy: Never` (elastimator's pods restart), and any
 field it does not know.
 """
 
@@ -26,7 +26,7 @@ import re
 import shlex
 from typing import Any
 
-from elastimator.cluster import k8s
+from elastimator.cluster import k8s, pod_budget
 from elastimator.errors import ClusterError
 
 ROLES = ("ps", "chief", "worker", "evaluator")
@@ -104,7 +104,7 @@ def convert(elastic_job: dict[str, Any], api: str = "tfjob") -> Conversion:
         conf=_conf(first.get("command", []) + first.get("args", [])) or "conf", image=first.get("image", ""),
         ps=0 if synchronous else counts.get("ps", 1), workers=workers,
         evaluator=bool(counts.get("evaluator")), autoscale=autoscaled, max_workers=max_workers,
-        backoff_limit=max([int(r.get("restartCount", 3)) for r in roles.values()] or [3]))
+        max_restarts=max([int(r.get("restartCount", 3)) for r in roles.values()] or [3]))
     if api == "jobset":
         from elastimator.cluster import jobset  # pylint: disable=import-outside-toplevel
 
@@ -117,7 +117,36 @@ def convert(elastic_job: dict[str, Any], api: str = "tfjob") -> Conversion:
     for role, template in templates.items():
         source = roles.get(role) or roles.get("worker") or next(iter(roles.values()))  # a chief like the workers
         _overlay(template, source, role, notes)
+    if any(t["spec"]["containers"][0]["command"][:2] != ["elastimator", "run"] for t in templates.values()):
+        _count_over_the_life(documents[-1], job.max_restarts, api)
+        notes.append(f"restartCount {job.max_restarts}: the pods run DLRover's own command, not `elastimator run`, "
+                     "which keeps a budget that refills with progress; so the restarts count over the job's life "
+                     f"({'each Job' if api == 'jobset' else 'runPolicy'} backoffLimit), as in DLRover.")
     return Conversion(documents, notes)
+
+
+def _count_over_the_life(workload: dict[str, Any], limit: int, api: str) -> None:
+    """Restarts in place (OnFailure) counted over the job's whole life, for pods that keep no budget of their own
+    (cluster/pod_budget.py): without one, a retryable-only restart policy would restart a crash loop for ever."""
+    if api == "jobset":
+        for replicated in workload["spec"]["replicatedJobs"]:
+            spec = replicated["template"]["spec"]
+            spec.pop("podFailurePolicy", None)  # it needs restartPolicy Never
+            spec["template"]["spec"]["restartPolicy"] = "OnFailure"
+        workload["spec"]["failurePolicy"] = {"maxRestarts": limit}
+    else:
+        for replica in workload["spec"]["tfReplicaSpecs"].values():
+            replica["restartPolicy"] = "OnFailure"
+        workload["spec"]["runPolicy"]["backoffLimit"] = limit
+    for template in _templates(workload, api):
+        container = template["spec"]["containers"][0]
+        container["env"] = [e for e in container["env"] if e["name"] != pod_budget.ENV]
+
+
+def _templates(workload: dict[str, Any], api: str) -> list[dict[str, Any]]:
+    if api == "jobset":
+        return [r["template"]["spec"]["template"] for r in workload["spec"]["replicatedJobs"]]
+    return [r["template"] for r in workload["spec"]["tfReplicaSpecs"].values()]
 
 
 def _cpu(quantity: Any) -> float | None:
@@ -192,7 +221,7 @@ def _overlay(template: dict[str, Any], replica: dict[str, Any], role: str, notes
         if field in source_pod:
             pod[field] = source_pod[field]
     if source_pod.get("restartPolicy") == "Never" and role in ("ps", "worker"):
-        note = ("restartPolicy Never: elastimator's pods restart in place (OnFailure), and a restarted task "
-                "rejoins (workers through the shard service, a ps from the newest checkpoint).")
+        note = ("restartPolicy Never: elastimator's pods restart, and a restarted task rejoins (workers through "
+                "the shard service, a ps from the newest checkpoint).")
         if note not in notes:
             notes.append(note)

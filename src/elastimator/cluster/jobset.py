@@ -7,8 +7,10 @@ knows nothing of TensorFlow, so nobody writes a TF_CONFIG for the pods. The mani
 * a JobSet with one replicated job per role (ps, chief, worker, evaluator; chief and workers only for a
   synchronous job), each one Indexed Job whose pods are the role's tasks: pod `i` of role `r` is task `i`,
   reachable as `<job>-<r>-0-<i>.<job>` through the headless service JobSet makes for its `network`.
-  The JobSet succeeds when the chief (and the evaluator) have; a Job that fails past its backoff restarts the
-  whole JobSet (`failurePolicy.maxRestarts`), which resumes from the newest checkpoint.
+  The JobSet succeeds when the chief (and the evaluator) have. A failed pod is replaced by a new one with its
+  index (`podFailurePolicy`), not counted towards the Job's backoffLimit, unless it exited with a permanent
+  code (usage, a repeating failure, restarted past its budget with no progress: cluster/pod_budget.py), which
+  fails the Job and the JobSet (`failurePolicy.rules`).
 
 A pod's template is its role's, shared by all its tasks, so its TF_CONFIG is derived as it starts
 (`tf_config_from_env`, called by `elastimator run` before anything reads TF_CONFIG): the role from its
@@ -32,6 +34,7 @@ from typing import Any, Mapping, MutableMapping
 
 from elastimator.cluster.k8s_apis import JOBSET
 from elastimator.cluster.k8s import (
+    CONTAINER,
     SHARD_PORT,
     TF_PORT,
     TFJobSpec,
@@ -41,7 +44,7 @@ from elastimator.cluster.k8s import (
     pod_template,
     token_secret,
 )
-from elastimator.errors import ClusterError
+from elastimator.errors import OUT_OF_RESTARTS_EXIT, REPEATING_EXIT, USAGE_EXIT, ClusterError
 
 GROUP, VERSION, PLURAL = JOBSET.group, JOBSET.version, JOBSET.plural
 SCHEMA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "schemas", "jobset_v1alpha2.json")
@@ -87,10 +90,11 @@ def manifest(spec: TFJobSpec) -> list[dict[str, Any]]:
         if not count:
             continue
         template = pod_template(spec, role, shard_service, extra_env=env, api="jobset")
-        template["spec"]["restartPolicy"] = "OnFailure"  # a task restarts in its pod's place, with its index
+        template["spec"]["restartPolicy"] = "Never"  # what a podFailurePolicy needs; a new pod keeps the index
         replicated.append({"name": role, "replicas": 1, "template": {"spec": {
             "completionMode": "Indexed", "parallelism": count, "completions": count,
-            "backoffLimit": spec.backoff_limit * count, "template": template}}})
+            "backoffLimit": spec.max_restarts * count, "podFailurePolicy": pod_failure_policy(),
+            "template": template}}})
     finishers = ["chief"] + (["evaluator"] if spec.evaluator else [])
     jobset = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "JobSet",
               "metadata": {"name": spec.name, "namespace": spec.namespace,
@@ -98,9 +102,40 @@ def manifest(spec: TFJobSpec) -> list[dict[str, Any]]:
               "spec": {"network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True,
                                    "subdomain": subdomain},
                        "successPolicy": {"operator": "All", "targetReplicatedJobs": finishers},
-                       "failurePolicy": {"maxRestarts": spec.backoff_limit},
+                       "failurePolicy": failure_policy(spec),
                        "replicatedJobs": replicated}}
     return [token_secret(spec), network_policy(spec), *autoscaler_objects(spec, "jobset"), jobset]
+
+
+PERMANENT_EXITS = (USAGE_EXIT, REPEATING_EXIT, OUT_OF_RESTARTS_EXIT)
+"""`elastimator run`'s exit codes that a restart would not cure: usage, a repeating failure, past the budget."""
+
+
+def pod_failure_policy() -> dict[str, Any]:
+    """Each Job's rules for a failed pod (kubernetes batch/v1 Job `podFailurePolicy`, pkg/controller/job
+    pod_failure_policy.go: rules in order, the first that matches decides; it needs restartPolicy Never):
+
+    * a permanent exit (PERMANENT_EXITS, among them pod_budget's restarts past the budget) fails the Job at once;
+    * any other exit (a kill, an OOM, a failed liveness probe, RETRY_EXIT) and a disruption (preemption,
+      eviction: the DisruptionTarget condition) make a new pod without counting towards `backoffLimit`, which
+      counts over the Job's whole life: the pods' own budget (pod_budget.py) ends a crash loop instead, and
+      backoffLimit only failures no rule matches.
+    """
+    exits = sorted(PERMANENT_EXITS)
+    return {"rules": [
+        {"action": "FailJob", "onExitCodes": {"containerName": CONTAINER, "operator": "In", "values": exits}},
+        {"action": "Ignore", "onExitCodes": {"containerName": CONTAINER, "operator": "NotIn", "values": exits}},
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+    ]}
+
+
+def failure_policy(spec: TFJobSpec) -> dict[str, Any]:
+    """The JobSet's: a Job failed by its pod failure policy (a permanent exit) fails the JobSet, with no restart
+    of the whole set (kubernetes-sigs/jobset api/jobset/v1alpha2 FailurePolicyRule, `onJobFailureReasons`
+    PodFailurePolicy, the Job's reason; pkg/controllers/failure_policy.go); a Job failed otherwise (past its
+    backoffLimit) restarts the JobSet up to `maxRestarts` times."""
+    return {"maxRestarts": spec.max_restarts,
+            "rules": [{"name": "permanent-exit", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]}
 
 
 def tf_config_from_env(env: Mapping[str, str]) -> dict[str, Any] | None:

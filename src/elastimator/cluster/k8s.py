@@ -16,7 +16,7 @@ A job with no PS replicas (`ps=0`) is synchronous: its conf says strategy
 'multi_worker_mirrored', the chief and workers all-reduce, and each pod's
 TF_CONFIG, which the operator writes as it creates the pod, names the workers
 there are. A pod that dies takes its peers' steps down with it: they exit
-with a ClusterError, every pod restarts (`OnFailure`) and the group resumes
+with a ClusterError, every pod restarts (`ExitCode`) and the group resumes
 from the newest checkpoint. A frozen trainer (stopped, its port still answering) fails its liveness probe,
 as do its peers waiting on it: each trainer's progress file goes stale past progress_file.STALL_SECS, the
 kubelet restarts the containers, and the group resumes the same way. `scale` of such a job sets the Worker replicas and
@@ -37,7 +37,7 @@ import re
 import secrets
 from typing import Any, Sequence
 
-from elastimator.cluster import k8s_autoscale, progress_file
+from elastimator.cluster import k8s_autoscale, pod_budget, progress_file
 from elastimator.cluster.k8s_apis import TFJOB
 from elastimator.cluster.plan import CHIEF_WAITS_FOR_EVALUATOR_ENV, EVALUATOR_ENV
 from elastimator.errors import ClusterError
@@ -75,7 +75,9 @@ class TFJobSpec:
     """A ReadWriteMany PersistentVolumeClaim mounted at model_dir (checkpoints must be shared)."""
     cpu: str = "2"
     memory: str = "4Gi"
-    backoff_limit: int = 3
+    max_restarts: int = 3
+    """Restarts of a task with no progress between them (no newer checkpoint) before the job fails: each pod
+    counts its own (cluster/pod_budget.py), and any number of faults with progress between them is survived."""
     autoscale: bool = False
     """The chief scales the workers within the slots, with the launcher's policy (cluster/k8s_autoscale.py)."""
 
@@ -83,6 +85,8 @@ class TFJobSpec:
         if not _NAME.match(self.name) or len(self.name) > 40:
             raise ClusterError(f"job name {self.name!r} must be a DNS label of at most 40 characters: lowercase "
                                "letters, digits and '-', starting and ending with a letter or digit.")
+        if self.max_restarts < 0:
+            raise ClusterError(f"max_restarts must be 0 or more; got {self.max_restarts}.")
         if self.ps < 0 or self.workers < 0:
             raise ClusterError(f"need 0 or more ps and workers; got ps={self.ps}, workers={self.workers}.")
         if self.max_workers is not None and self.max_workers < self.workers:
@@ -107,7 +111,7 @@ class TFJobSpec:
         return cls(name=args.name or default_name, conf=args.conf, image=args.image, namespace=args.namespace,
                    ps=args.ps, workers=args.workers, max_workers=args.max_workers, evaluator=args.evaluator,
                    model_dir=args.model_dir, pvc=args.pvc, cpu=args.cpu, memory=args.memory,
-                   autoscale=args.autoscale)
+                   autoscale=args.autoscale, max_restarts=args.max_restarts)
 
     @property
     def worker_slots(self) -> int:
@@ -132,6 +136,7 @@ def pod_template(spec: TFJobSpec, role: str, shard_service: str, extra_env: Sequ
         {"name": "ELASTIMATOR_JOB_TOKEN", "valueFrom": {"secretKeyRef": {"name": f"{spec.name}-token", "key": "token"}}},
         {"name": "TF_CPP_MIN_LOG_LEVEL", "value": "2"},
         {"name": EVALUATOR_ENV, "value": str(int(spec.evaluator))},
+        {"name": pod_budget.ENV, "value": str(spec.max_restarts)},
         *extra_env,
     ]
     if worker_slots:
@@ -199,15 +204,23 @@ def token_secret(spec: TFJobSpec) -> dict[str, Any]:
 def manifest(spec: TFJobSpec) -> list[dict[str, Any]]:
     """The Secret holding a fresh job token, the NetworkPolicy that keeps everyone else out, and the TFJob."""
     counts = {"chief": 1, "ps": spec.ps, "worker": spec.workers, "evaluator": int(spec.evaluator)}
+    # ExitCode: the training operator makes a new pod for a retryable exit code and fails the job on any other
+    # (kubeflow/training-operator pkg/controller.v1/tensorflow/tfjob_controller.go ReconcilePods, with
+    # pkg/util/train/train_util.go IsRetryableExitCode: 128 and above, 130/137/138/143 in older releases). So a
+    # kill, an OOM or a failed liveness probe (137) and `elastimator run`'s other failures in a pod (RETRY_EXIT,
+    # 138) restart, while exit 2 (usage), 3 (a failure a restart would repeat) and 4 (restarted past the budget
+    # with no progress, pod_budget.py) end the job, as `launch` does.
     replicas = {
-        REPLICA_TYPES[role]: {"replicas": count, "restartPolicy": "OnFailure", "template": _pod_template(spec, role)}
+        REPLICA_TYPES[role]: {"replicas": count, "restartPolicy": "ExitCode", "template": _pod_template(spec, role)}
         for role, count in counts.items() if count or role == "worker"
     }
     secret = token_secret(spec)
+    # No runPolicy.backoffLimit: it would count restarts over the job's whole life and end a job that makes
+    # progress (and the operator's PastBackoffLimit sums containers' restartCount, which an ExitCode pod, made
+    # anew each time with restartPolicy Never, never raises); each pod's budget ends a crash loop instead.
     tfjob = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "TFJob",
              "metadata": {"name": spec.name, "namespace": spec.namespace},
-             "spec": {"runPolicy": {"backoffLimit": spec.backoff_limit, "cleanPodPolicy": "Running"},
-                      "tfReplicaSpecs": replicas}}
+             "spec": {"runPolicy": {"cleanPodPolicy": "Running"}, "tfReplicaSpecs": replicas}}
     return [secret, network_policy(spec), *autoscaler_objects(spec, "tfjob"), tfjob]  # the account before its pod
 
 

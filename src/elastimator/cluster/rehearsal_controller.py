@@ -16,7 +16,9 @@ of all pods together past `runPolicy.backoffLimit` fail it.
 JobSet (kubernetes-sigs/jobset pkg/controllers/success_policy.go, failure_policy.go; a Job's own rule,
 kubernetes pkg/controller/job: `backoffLimit`, default 6, counts its pods' failures): a Job completes when each
 index has succeeded, and fails past its backoff limit; a failed Job restarts the whole JobSet while
-`failurePolicy.maxRestarts` (default 0) allows, else the JobSet fails. `successPolicy` (operator All, the
+`failurePolicy.maxRestarts` (default 0) allows, else the JobSet fails. A Job's `podFailurePolicy` (with
+restartPolicy Never) may fail it at once (FailJob) or replace a pod without counting it (Ignore); a JobSet's
+`failurePolicy.rules` may fail it for a Job's failure reason (FailJobSet). `successPolicy` (operator All, the
 default, or Any, over `targetReplicatedJobs`, default all) says when it has succeeded.
 """
 
@@ -49,6 +51,32 @@ class RestartAll:
 class Done:
     succeeded: bool
     reason: str
+
+
+def pod_failure_action(policy: dict | None, code: int) -> str | None:
+    """A Job's `podFailurePolicy` for a pod whose container exited `code` (kubernetes pkg/controller/job
+    pod_failure_policy.go matchPodFailurePolicy: the rules in order, the first whose onExitCodes match decides;
+    onPodConditions rules never match here, a rehearsed pod has no disruption condition): FailJob, Ignore,
+    Count, or None where no rule matches (counted, as Count)."""
+    for rule in (policy or {}).get("rules") or []:
+        requirement = rule.get("onExitCodes")
+        if not requirement:
+            continue
+        inside = code in set(requirement.get("values") or [])
+        if inside == (requirement.get("operator") == "In"):
+            return rule.get("action")
+    return None
+
+
+def jobset_rule(rules: list, reason: str, rjob: str) -> dict | None:
+    """The first JobSet failurePolicy rule that matches a Job of `rjob` failed for `reason` (kubernetes-sigs/jobset
+    pkg/controllers/failure_policy.go: a rule matches when its onJobFailureReasons and targetReplicatedJobs, each
+    where given, name them)."""
+    for rule in rules:
+        reasons, targets = rule.get("onJobFailureReasons"), rule.get("targetReplicatedJobs")
+        if (not reasons or reason in reasons) and (not targets or rjob in targets):
+            return rule
+    return None
 
 
 def retryable(code: int) -> bool:
@@ -146,8 +174,19 @@ class Controller:
         if code == 0 and policy != "Always":
             state.phase = SUCCEEDED
             return self._jobset_success()
+        job_spec = self._jobset_spec(pod.role)
+        action = pod_failure_action(job_spec.get("podFailurePolicy"), code) if policy == "Never" else None
+        if action == "FailJob":
+            state.phase = FAILED
+            return self._job_failed(pod, "PodFailurePolicy", f"Job {pod.job} failed: pod {pod.name} exited {code}, "
+                                                             f"a FailJob rule of its podFailurePolicy")
+        if action == "Ignore":
+            state.restarts += 1
+            state.generation += 1
+            return [Restart(pod.name, True, f"exit code {code}, restartPolicy {policy}; an Ignore rule of Job "
+                                            f"{pod.job}'s podFailurePolicy (not counted towards its backoffLimit)")]
         failures = self.job_failures[pod.job] = self.job_failures.get(pod.job, 0) + 1
-        limit = int(self._jobset_spec(pod.role).get("backoffLimit", JOB_BACKOFF_DEFAULT))
+        limit = int(job_spec.get("backoffLimit", JOB_BACKOFF_DEFAULT))
         if failures <= limit:
             state.restarts += 1
             new_pod = policy == "Never"
@@ -156,9 +195,18 @@ class Controller:
             return [Restart(pod.name, new_pod, f"exit code {code}, restartPolicy {policy}; Job {pod.job} "
                                                f"failure {failures} of backoffLimit {limit}")]
         state.phase = FAILED
-        max_restarts = int((self.workload.spec.get("failurePolicy") or {}).get("maxRestarts", 0))
-        why = f"Job {pod.job} failed: pod {pod.name} exited {code}, past its backoffLimit {limit}"
-        if self.jobset_restarts < max_restarts:
+        return self._job_failed(pod, "BackoffLimitExceeded",
+                                f"Job {pod.job} failed: pod {pod.name} exited {code}, past its backoffLimit {limit}")
+
+    def _job_failed(self, pod: Pod, reason: str, why: str) -> list:
+        """A Job failed for `reason` (the Job's condition reason): the JobSet's failurePolicy decides."""
+        failure_policy = self.workload.spec.get("failurePolicy") or {}
+        max_restarts = int(failure_policy.get("maxRestarts", 0))
+        rule = jobset_rule(failure_policy.get("rules") or [], reason, pod.role)
+        if rule is not None and rule.get("action") == "FailJobSet":
+            return [Done(False, f"JobSet {self.workload.name} has failed: {why} (reason {reason}), and its "
+                                f"failurePolicy rule {rule.get('name')!r} fails the JobSet.")]
+        if self.jobset_restarts < max_restarts or (rule or {}).get("action") == "RestartJobSetAndIgnoreMaxRestarts":
             self.jobset_restarts += 1
             self.job_failures.clear()
             for s in self.state.values():

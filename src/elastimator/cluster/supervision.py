@@ -257,6 +257,13 @@ def stop_order(names: Sequence[str], synchronous: bool = False) -> list[list[str
     return [group for group in (trainers, servers) if group]
 
 
+def progressed(resumed_from: int | None, newest: int | None) -> bool:
+    """Whether the job made progress since a process started from the checkpoint of step `resumed_from` (None:
+    there was none): the newest checkpoint is of a later step. The one rule of the restart budget, here and in a
+    Kubernetes pod (cluster/pod_budget.py)."""
+    return newest is not None and (resumed_from is None or newest > resumed_from)
+
+
 def step(job: Job, events: Sequence[Event], now: float, policy: Policy) -> tuple[Job, list[Decision]]:
     """What to do about `events` at time `now`. The decisions end with `End` when the job is over."""
     turn = _Turn(job, now, policy)
@@ -443,11 +450,11 @@ class _Turn:
     def _checkpointed(self, step: int) -> None:
         """A newer checkpoint: every live task started from an older one (and, a trainer, that trained since) has
         made progress, and its strikes go back to 0."""
-        if self.checkpoint_step is not None and step <= self.checkpoint_step:
+        if not progressed(self.checkpoint_step, step):
             return None
         self.checkpoint_step = step
         refilled = [c.task.name for c in self.children.values()
-                    if c.strikes and c.state.alive and (c.resumed_from is None or step > c.resumed_from)
+                    if c.strikes and c.state.alive and progressed(c.resumed_from, step)
                     and (c.stepped or c.task.role not in ("chief", "worker"))]
         for name in refilled:
             self._set(name, strikes=0)

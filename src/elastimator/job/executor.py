@@ -28,7 +28,7 @@ from elastimator.errors import ConfError, ExportError
 from elastimator.estimator import CheckpointDir, Estimator, RunConfig, StepHook, TaskType
 from elastimator.job import data_quality, devices, evaluator_done
 from elastimator.job.conf import ExporterConf, JobConf
-from elastimator.job.progress import ProgressHook, progress_file_hook
+from elastimator.job.progress import ProgressHook, first_step_hook, progress_file_hook
 from elastimator.train_eval import eval_rounds
 from elastimator.train_eval.exporters import Exporter
 from elastimator.train_eval.policies import EveryNSeconds, EveryNSteps
@@ -267,6 +267,8 @@ def run_job(conf: JobConf, *, tf_config: Mapping | None = None, show_progress: b
         hooks.append(StepHook(lambda step: ProgressHook(step, total)))
     if (progress := progress_file_hook()) is not None and config.task_type != TaskType.EVALUATOR:
         hooks.append(progress)
+    if (stepped := first_step_hook(estimator.model_dir, _task_name(config))) is not None:
+        hooks.append(stepped)
     exporter = build_exporter(conf)
     metrics, exports = None, []
     train_spec = TrainSpec(train, max_steps=conf.max_steps, hooks=hooks, saving_listeners=listeners)

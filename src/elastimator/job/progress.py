@@ -12,7 +12,7 @@ from typing import TextIO
 import tensorflow as tf
 
 from elastimator.estimator import StepHook, TrainingStep
-from elastimator.cluster import progress_file
+from elastimator.cluster import pod_budget, progress_file
 
 logger = logging.getLogger("elastimator")
 _BAR = 24
@@ -188,6 +188,26 @@ class ProgressFileHook(tf.compat.v1.train.SessionRunHook):
         """Training is over: what the process does next (exports, a final evaluation) is not a stall."""
         if self._last is not None:
             progress_file.write(self._path, self._last, ended=True)
+
+
+class FirstStepHook(tf.compat.v1.train.SessionRunHook):
+    """Marks this start of a task in a pod with a restart budget as one that trained a step
+    (cluster/pod_budget.py): a chief's or worker's progress needs a step of its own, as under `launch`."""
+
+    def __init__(self, model_dir: str, task: str):
+        self._model_dir, self._task, self._done = model_dir, task, False
+
+    def after_run(self, run_context, run_values):
+        if not self._done:
+            self._done = True
+            pod_budget.mark_stepped(self._model_dir, self._task)
+
+
+def first_step_hook(model_dir: str, task: str) -> FirstStepHook | None:
+    """The hook, where the manifest set a restart budget (ELASTIMATOR_MAX_STRIKES) and the task is a trainer."""
+    if not os.environ.get(pod_budget.ENV) or task.split("-")[0] not in ("chief", "worker"):
+        return None
+    return FirstStepHook(model_dir, task)
 
 
 def progress_file_hook() -> StepHook | None:
