@@ -155,3 +155,12 @@ def test_jobset_success_policy_waits_for_its_targets():
     controller = Controller(workload(jobset.manifest(_spec())))  # All of chief, evaluator
     assert controller.exited("census-chief-0-0", 0) == []
     assert controller.exited("census-evaluator-0-0", 0)[0].succeeded
+
+
+def test_the_pythons_directories_a_pods_mount_would_hide_are_named_once():
+    from elastimator.cluster.rehearsal import hidden_by, python_paths
+
+    paths = python_paths()
+    assert paths and all(not a.startswith(b + "/") for a in paths for b in paths)
+    assert hidden_by(["/tmp", "/mnt/model"], ["/tmp/ci/main/.venv", "/tmp/ci/main/src", "/usr/lib/python3",
+                                              "/mnt/modelling"]) == ["/tmp/ci/main/.venv", "/tmp/ci/main/src"]

@@ -47,6 +47,26 @@ class RehearsalSpec:
     """A directory per claim name (default `<work>/claims/<name>`)."""
 
 
+KEEP = "/run/elastimator-rehearsal"
+"""Where a pod's script keeps the directories of this machine's Python that its mounts would hide (a mount point
+made on this machine, in each pod's own mount namespace)."""
+
+
+def python_paths() -> list[str]:
+    """The directories this machine's Python and elastimator run from (the image's, in a rehearsal): the
+    environment's prefix and every directory on the import path, each once (none under another)."""
+    found = {os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix, *sys.path) if p and os.path.isdir(p)}
+    return [p for p in sorted(found) if not any(p != q and p.startswith(q.rstrip("/") + "/") for q in found)]
+
+
+def hidden_by(mount_points: list[str], paths: list[str]) -> list[str]:
+    """The `paths` that a mount at one of `mount_points` would hide (at or under it)."""
+    def under(path: str, point: str) -> bool:
+        return path == point or path.startswith(point.rstrip("/") + "/")
+
+    return [p for p in paths if any(under(p, point) for point in mount_points)]
+
+
 def _pythonpath(image_root: str) -> str:
     """The image's `pip install -e .` of /job, where the image root holds elastimator; else this elastimator."""
     if os.path.isdir(os.path.join(image_root, "src", "elastimator")):
@@ -87,12 +107,19 @@ class Rehearsal:
         os.makedirs(scratch, exist_ok=True)
         # /tmp last: the sources above may live under this machine's /tmp, which the pod's own then hides.
         mounts = sorted(binds(pod, self.work, self.spec.claims, generation), key=lambda b: b.path == "/tmp")
+        # The image's Python is this machine's: where a pod's mount would hide it (a checkout under /tmp), it is
+        # kept aside first and put back over the pod's mount after.
+        hidden = hidden_by([b.path for b in mounts], python_paths())
+        for i, path in enumerate(hidden):
+            steps += [f"mkdir -p {KEEP}/{i}", f"mount --bind {shlex.quote(path)} {KEEP}/{i}"]
         for bind in mounts:
             os.makedirs(bind.source, exist_ok=True)
             steps.append(f"mkdir -p {shlex.quote(bind.path)}")
             steps.append(f"mount --bind {shlex.quote(bind.source)} {shlex.quote(bind.path)}")
             if bind.read_only:
                 steps.append(f"mount -o remount,bind,ro {shlex.quote(bind.path)}")
+        for i, path in enumerate(hidden):
+            steps += [f"mkdir -p {shlex.quote(path)}", f"mount --bind {KEEP}/{i} {shlex.quote(path)}"]
         steps.append(f"cd {shlex.quote(pod.working_dir)} || {{ echo 'rehearse: workingDir {pod.working_dir} does "
                      f"not exist in the image (--image-root {self.image_root} at {IMAGE_WORKDIR})' >&2; exit 128; }}")
         steps.append('exec "$@"')
