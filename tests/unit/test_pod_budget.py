@@ -144,7 +144,8 @@ def test_a_jobsets_pods_are_replaced_uncounted_until_a_permanent_exit_fails_the_
     for replicated in job["spec"]["replicatedJobs"]:
         spec = replicated["template"]["spec"]
         assert spec["template"]["spec"]["restartPolicy"] == "Never"
-        assert spec["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"] == [2, 3, 4]
+        # 126, 127: the shell's exits for a command the image cannot run
+        assert spec["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"] == [2, 3, 4, 126, 127]
         assert _env(spec["template"])[pod_budget.ENV] == "2"
     assert not [p for d in documents for p in manifests.validate(d)]
     controller = Controller(workload(documents))
@@ -152,6 +153,8 @@ def test_a_jobsets_pods_are_replaced_uncounted_until_a_permanent_exit_fails_the_
         restart = controller.exited("census-worker-0-0", 137)[0]
         assert isinstance(restart, Restart) and restart.new_pod and "Ignore" in restart.reason
         assert isinstance(controller.exited("census-worker-0-1", RETRY_EXIT)[0], Restart)
+    missing = Controller(workload(documents)).exited("census-worker-0-0", 127)[0]  # not found in the image
+    assert isinstance(missing, Done) and not missing.succeeded
     done = controller.exited("census-worker-0-0", OUT_OF_RESTARTS_EXIT)[0]
     assert isinstance(done, Done) and not done.succeeded
     assert "FailJob rule of its podFailurePolicy" in done.reason and "'permanent-exit' fails the JobSet" in done.reason

@@ -107,8 +107,11 @@ def manifest(spec: TFJobSpec) -> list[dict[str, Any]]:
     return [token_secret(spec), network_policy(spec), *autoscaler_objects(spec, "jobset"), jobset]
 
 
-PERMANENT_EXITS = (USAGE_EXIT, REPEATING_EXIT, OUT_OF_RESTARTS_EXIT)
-"""`elastimator run`'s exit codes that a restart would not cure: usage, a repeating failure, past the budget."""
+NOT_IN_IMAGE_EXITS = (126, 127)
+"""The shell's exits for a command the image cannot run (not executable, not found): a new pod has the same image."""
+PERMANENT_EXITS = (USAGE_EXIT, REPEATING_EXIT, OUT_OF_RESTARTS_EXIT, *NOT_IN_IMAGE_EXITS)
+"""Exit codes that a restart would not cure: `elastimator run`'s usage, a repeating failure, past the budget; and a
+command missing from the image (as a TFJob's ExitCode policy treats every exit below 128)."""
 
 
 def pod_failure_policy() -> dict[str, Any]:
